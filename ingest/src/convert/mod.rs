@@ -1,0 +1,106 @@
+//! Batch conversion of Kafka JSON payloads into one Arrow [`RecordBatch`].
+//!
+//! This is the Rust replacement for the original Python path
+//! (`orjson.loads` per message, then `pyarrow.Table.from_pylist`). It never
+//! builds a per-record dynamic value tree: each payload is parsed with
+//! `serde_json` directly into a flat, batch-wide *tape* of borrowed slices,
+//! and the typed Arrow columns are built from that tape at the end.
+//!
+//! # Semantics
+//!
+//! * **Rows.** Every payload must be a single JSON object (surrounding
+//!   whitespace allowed). Invalid UTF-8, invalid JSON, trailing data, or valid
+//!   JSON that is not an object (array, string, number, bool, `null`) is
+//!   skipped and counted in [`Converted::skipped_json_parse`]. A skipped
+//!   payload leaves no trace: keys it contained before the error do not become
+//!   columns. `convert` never panics, whatever the input bytes.
+//! * **Columns** are the union of the top-level keys of the converted rows, in
+//!   first-seen order. Keys are used as-is, after JSON string unescaping
+//!   (`"k\u00e9y"` and `"kéy"` are the same column); the empty key `""` is a
+//!   valid column name. A row without a key gets null in that column.
+//! * **Duplicate keys** within one object: the last occurrence wins, exactly
+//!   as if the earlier ones were absent (they influence neither the value nor
+//!   the inferred column type).
+//! * **Types** are inferred per column from its non-null values:
+//!   - only integers that fit in `i64` → `Int64`;
+//!   - only numbers, at least one with a fraction or exponent (`1.5`, `1e3`,
+//!     `2E-7`) → `Float64`; integers in such a column are converted to `f64`
+//!     (nearest, like the decimal literal). A float literal whose magnitude
+//!     exceeds `f64::MAX` (e.g. `1e400`) becomes `±inf`;
+//!   - only booleans → `Boolean`; only strings → `Utf8` (unescaped text);
+//!   - any nested object or array → `Utf8` holding the value as JSON text;
+//!   - any other mix (string + number, bool + int, …) → `Utf8`, where each
+//!     non-string value is rendered as its JSON text: `42` → `"42"`,
+//!     `true` → `"true"`, numbers exactly as written in the payload
+//!     (`1.50` stays `"1.50"`, `1E3` stays `"1E3"`);
+//!   - JSON `null` is a null cell. A column whose cells are **all** null in the
+//!     batch is dropped (as `pyarrow` would produce a `null`-typed column that
+//!     the lakehouse cannot store).
+//! * **Integers outside the `i64` range** (e.g. `18446744073709551615`, or a
+//!   25-digit literal such as `1234567890123456789012345`) never overflow and
+//!   never lose digits: their presence makes the whole column `Utf8`, and the
+//!   cell holds the exact decimal digits as written. This is our chosen
+//!   representation (the original Python either failed or silently lost
+//!   precision). Integers that fit (`i64::MIN..=i64::MAX`) stay `Int64`.
+//! * **Nested values** (objects and arrays) are stored as *whitespace-compact*
+//!   JSON text: insignificant whitespace outside strings is removed, and
+//!   everything else is byte-for-byte what the producer wrote (key order,
+//!   duplicate keys, number spelling and string escapes such as `\u00e9` are
+//!   preserved, not normalised). `{"a": [1, 2], "b": "x y"}` becomes
+//!   `{"a":[1,2],"b":"x y"}`. The text is always valid JSON.
+//! * **Strings** are fully unescaped (`"a\"b\u00e9"` → `a"bé`, surrogate pairs
+//!   → one code point). A lone UTF-16 surrogate escape (e.g. `"\ud800"`), in a
+//!   top-level string, a key, or anywhere inside a nested value, makes the
+//!   payload invalid (skipped), as `serde_json` and `orjson` do.
+//! * **Deep nesting** cannot overflow the stack: the top-level object is
+//!   parsed by `serde_json` (recursion limit 128), and nested values are
+//!   skipped and compacted by iterative loops with no recursion at all. A
+//!   non-object top-level value such as 10,000 levels of `[[[…]]]` is
+//!   rejected at its first byte; a deeply nested value *inside* an object is
+//!   valid JSON and is kept as text (no depth limit applies to it).
+//! * **Batch.** [`Converted::rows`] is the number of converted payloads and
+//!   `rows + skipped_json_parse == payloads.len()`. If every payload is
+//!   skipped (or there are none) `batch` is `None`. If rows were converted but
+//!   no column survived (e.g. only `{}` objects) the batch has zero columns and
+//!   `rows` rows. All fields are nullable. A text column whose total size
+//!   would overflow 32-bit offsets (> 2 GiB in one batch) is emitted as
+//!   `LargeUtf8` instead of `Utf8`.
+//! * [`Converted::arrow_bytes`] is `batch.get_array_memory_size()` (0 without
+//!   a batch).
+
+mod build;
+mod scan;
+#[cfg(test)]
+mod tests;
+
+use arrow::record_batch::RecordBatch;
+
+/// Result of converting one batch of payloads.
+#[derive(Debug, Clone)]
+pub struct Converted {
+    /// The converted rows; `None` when no payload could be converted.
+    pub batch: Option<RecordBatch>,
+    /// Number of payloads converted into rows.
+    pub rows: usize,
+    /// Payloads skipped because they were not a valid JSON object.
+    pub skipped_json_parse: usize,
+    /// `batch.get_array_memory_size()`, or 0 without a batch.
+    pub arrow_bytes: usize,
+}
+
+/// Converts a batch of JSON object payloads (tombstones already removed) into
+/// a single [`RecordBatch`]. See the [module documentation](self) for the
+/// exact semantics.
+pub fn convert(payloads: &[&[u8]]) -> Converted {
+    let tape = scan::scan(payloads);
+    let rows = tape.rows();
+    let skipped_json_parse = tape.skipped;
+    let batch = build::build(&tape);
+    let arrow_bytes = batch.as_ref().map_or(0, |b| b.get_array_memory_size());
+    Converted {
+        batch,
+        rows,
+        skipped_json_parse,
+        arrow_bytes,
+    }
+}

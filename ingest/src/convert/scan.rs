@@ -1,0 +1,372 @@
+//! Pass 1: parse every payload into a flat, batch-wide tape.
+//!
+//! `serde_json` drives the parse of the top-level object through a
+//! [`Visitor`]; keys are resolved to column indexes without allocating, and
+//! each value is captured as a borrowed [`RawValue`] (validated, but not
+//! materialised), then classified by its first byte. Nested values are
+//! compacted (and checked for lone surrogates) into one shared text arena;
+//! strings with escapes are unescaped into the same arena.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer as _, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+/// One top-level value of one row, borrowing from the payload or the arena.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Val<'a> {
+    Null,
+    Bool(bool),
+    /// An integer literal that fits in `i64`.
+    Int(i64),
+    /// An integer literal outside the `i64` range, exactly as written.
+    BigInt(&'a str),
+    /// A number literal with a fraction and/or exponent, as written.
+    Float(&'a str),
+    /// A string without escapes (the text between the quotes).
+    Str(&'a str),
+    /// Final text in [`Tape::text`] (`start..end`): an unescaped string or a
+    /// compacted nested value.
+    Text(usize, usize),
+}
+
+#[derive(Debug)]
+pub(super) struct Entry<'a> {
+    pub col: usize,
+    pub val: Val<'a>,
+}
+
+/// Everything pass 2 needs: the rows of the batch, flattened.
+#[derive(Debug, Default)]
+pub(super) struct Tape<'a> {
+    /// Column names, first-seen order.
+    pub names: Vec<Box<str>>,
+    /// Row-major entries; at most one per (row, column).
+    pub entries: Vec<Entry<'a>>,
+    /// `entries[row_ends[r - 1]..row_ends[r]]` are the entries of row `r`.
+    pub row_ends: Vec<usize>,
+    /// Arena for unescaped strings and compacted nested values.
+    pub text: String,
+    /// Payloads skipped as invalid / non-object JSON.
+    pub skipped: usize,
+}
+
+impl Tape<'_> {
+    pub fn rows(&self) -> usize {
+        self.row_ends.len()
+    }
+}
+
+/// Per-column duplicate-key tracking.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    /// `payload index + 1` of the last row that wrote this column (0: none).
+    stamp: usize,
+    /// Index in `entries` of that write.
+    pos: usize,
+}
+
+#[derive(Default)]
+struct Scanner<'a> {
+    tape: Tape<'a>,
+    slots: Vec<Slot>,
+    index: HashMap<Box<str>, usize>,
+    /// `hints[i]`: column of the i-th key of the previous row. Events of one
+    /// topic almost always share their key order, so this usually avoids
+    /// hashing the key at all.
+    hints: Vec<usize>,
+}
+
+/// Parses all payloads. Never panics.
+pub(super) fn scan<'a>(payloads: &[&'a [u8]]) -> Tape<'a> {
+    let mut sc = Scanner::default();
+    for (i, payload) in payloads.iter().enumerate() {
+        let ok = match std::str::from_utf8(payload) {
+            Ok(s) => sc.row(s, i + 1),
+            Err(_) => false,
+        };
+        if !ok {
+            sc.tape.skipped += 1;
+        }
+    }
+    sc.tape
+}
+
+impl<'a> Scanner<'a> {
+    /// Parses one payload as a row; on failure rolls back every trace of it.
+    fn row(&mut self, s: &'a str, stamp: usize) -> bool {
+        let entries = self.tape.entries.len();
+        let text = self.tape.text.len();
+        let cols = self.tape.names.len();
+        let mut de = serde_json::Deserializer::from_str(s);
+        let res = (&mut de)
+            .deserialize_map(RowVisitor { sc: self, stamp })
+            .and_then(|()| de.end());
+        if res.is_ok() {
+            self.tape.row_ends.push(self.tape.entries.len());
+            return true;
+        }
+        self.tape.entries.truncate(entries);
+        // `text` was a length of this String, hence a char boundary.
+        self.tape.text.truncate(text);
+        for name in self.tape.names.drain(cols..) {
+            self.index.remove(&name);
+        }
+        self.slots.truncate(cols);
+        // Stale stamps/hints are harmless: stamps are unique per payload and
+        // hints are verified before use.
+        false
+    }
+
+    /// Column index for the `pos`-th key of the current row.
+    fn column(&mut self, key: &str, pos: usize) -> usize {
+        if let Some(&c) = self.hints.get(pos) {
+            if self.tape.names.get(c).is_some_and(|n| **n == *key) {
+                return c;
+            }
+        }
+        let c = match self.index.get(key) {
+            Some(&c) => c,
+            None => {
+                let c = self.tape.names.len();
+                self.tape.names.push(key.into());
+                self.slots.push(Slot { stamp: 0, pos: 0 });
+                self.index.insert(key.into(), c);
+                c
+            }
+        };
+        if let Some(h) = self.hints.get_mut(pos) {
+            *h = c;
+        } else {
+            self.hints.push(c);
+        }
+        c
+    }
+
+    /// Records `val` for `col` in the current row (last duplicate wins).
+    fn put(&mut self, col: usize, stamp: usize, val: Val<'a>) {
+        let Some(slot) = self.slots.get_mut(col) else {
+            return; // unreachable: `col` comes from `column`
+        };
+        if slot.stamp == stamp {
+            if let Some(e) = self.tape.entries.get_mut(slot.pos) {
+                e.val = val;
+            }
+        } else {
+            slot.stamp = stamp;
+            slot.pos = self.tape.entries.len();
+            self.tape.entries.push(Entry { col, val });
+        }
+    }
+}
+
+struct RowVisitor<'s, 'a> {
+    sc: &'s mut Scanner<'a>,
+    stamp: usize,
+}
+
+impl<'a> Visitor<'a> for RowVisitor<'_, 'a> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'a>>(self, mut map: A) -> Result<(), A::Error> {
+        let sc = self.sc;
+        let mut pos = 0;
+        while let Some(col) = map.next_key_seed(KeySeed { sc: &mut *sc, pos })? {
+            let raw: &'a RawValue = map.next_value()?;
+            let val = classify(raw.get(), &mut sc.tape.text)
+                .map_err(|Invalid| de::Error::custom("lone surrogate in \\u escape"))?;
+            sc.put(col, self.stamp, val);
+            pos += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Resolves an object key (borrowed or unescaped by serde_json) to a column.
+struct KeySeed<'s, 'a> {
+    sc: &'s mut Scanner<'a>,
+    pos: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_, '_> {
+    type Value = usize;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for KeySeed<'_, '_> {
+    type Value = usize;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<usize, E> {
+        Ok(self.sc.column(key, self.pos))
+    }
+}
+
+/// Marker error: a value serde_json accepted as raw JSON that we reject
+/// (lone surrogate escape), or a broken invariant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Invalid;
+
+/// Classifies one validated raw JSON value (no surrounding whitespace).
+pub(super) fn classify<'a>(raw: &'a str, text: &mut String) -> Result<Val<'a>, Invalid> {
+    let bytes = raw.as_bytes();
+    match bytes.first().copied() {
+        Some(b'"') => {
+            let inner = raw.get(1..raw.len().saturating_sub(1)).ok_or(Invalid)?;
+            if !inner.as_bytes().contains(&b'\\') {
+                return Ok(Val::Str(inner));
+            }
+            let start = text.len();
+            if let Err(e) = unescape_into(inner, text) {
+                text.truncate(start);
+                return Err(e);
+            }
+            Ok(Val::Text(start, text.len()))
+        }
+        Some(b'{' | b'[') => {
+            let start = text.len();
+            if let Err(e) = compact_into(raw, text) {
+                text.truncate(start);
+                return Err(e);
+            }
+            Ok(Val::Text(start, text.len()))
+        }
+        Some(b't') => Ok(Val::Bool(true)),
+        Some(b'f') => Ok(Val::Bool(false)),
+        Some(b'n') => Ok(Val::Null),
+        Some(b'-' | b'0'..=b'9') => {
+            if bytes.iter().any(|&b| matches!(b, b'.' | b'e' | b'E')) {
+                Ok(Val::Float(raw))
+            } else {
+                // serde_json validated the literal, so the only possible
+                // error is overflow.
+                Ok(raw.parse::<i64>().map_or(Val::BigInt(raw), Val::Int))
+            }
+        }
+        _ => Err(Invalid),
+    }
+}
+
+#[inline]
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Appends `raw` (a valid JSON object/array) to `out` without insignificant
+/// whitespace; rejects lone surrogate escapes. Iterative: any nesting depth.
+pub(super) fn compact_into(raw: &str, out: &mut String) -> Result<(), Invalid> {
+    let b = raw.as_bytes();
+    let n = b.len();
+    out.reserve(n);
+    let mut seg = 0; // start of the pending run to copy
+    let mut i = 0;
+    while i < n {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    match b.get(i) {
+                        None => return Err(Invalid),
+                        Some(b'"') => {
+                            i += 1;
+                            break;
+                        }
+                        Some(b'\\') => {
+                            i = if b.get(i + 1) == Some(&b'u') {
+                                skip_u_escape(b, i)?
+                            } else {
+                                i + 2
+                            };
+                        }
+                        Some(_) => i += 1,
+                    }
+                }
+            }
+            c if is_ws(c) => {
+                // `seg` and `i` sit on ASCII bytes: valid char boundaries.
+                out.push_str(raw.get(seg..i).ok_or(Invalid)?);
+                i += 1;
+                while i < n && is_ws(b[i]) {
+                    i += 1;
+                }
+                seg = i;
+            }
+            _ => i += 1,
+        }
+    }
+    out.push_str(raw.get(seg..).ok_or(Invalid)?);
+    Ok(())
+}
+
+/// Four hex digits at `b[at..at + 4]`.
+fn hex4(b: &[u8], at: usize) -> Option<u32> {
+    let digits = b.get(at..at.checked_add(4)?)?;
+    digits
+        .iter()
+        .try_fold(0u32, |acc, &d| Some(acc << 4 | char::from(d).to_digit(16)?))
+}
+
+/// Decodes the `\uXXXX` escape at `b[i]` (plus its low surrogate, if any).
+/// Returns the code point and the index just past the escape(s).
+fn u_escape(b: &[u8], i: usize) -> Result<(char, usize), Invalid> {
+    let hi = hex4(b, i + 2).ok_or(Invalid)?;
+    match hi {
+        0xD800..=0xDBFF => {
+            if b.get(i + 6..i + 8) != Some(b"\\u".as_slice()) {
+                return Err(Invalid);
+            }
+            let lo = hex4(b, i + 8).ok_or(Invalid)?;
+            if !(0xDC00..=0xDFFF).contains(&lo) {
+                return Err(Invalid);
+            }
+            let cp = 0x1_0000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+            Ok((char::from_u32(cp).ok_or(Invalid)?, i + 12))
+        }
+        _ => Ok((char::from_u32(hi).ok_or(Invalid)?, i + 6)),
+    }
+}
+
+fn skip_u_escape(b: &[u8], i: usize) -> Result<usize, Invalid> {
+    u_escape(b, i).map(|(_, next)| next)
+}
+
+/// Appends the unescaped content of a JSON string (without its quotes).
+pub(super) fn unescape_into(inner: &str, out: &mut String) -> Result<(), Invalid> {
+    let b = inner.as_bytes();
+    out.reserve(b.len());
+    let mut seg = 0;
+    let mut i = 0;
+    while let Some(off) = b.get(i..).and_then(|r| r.iter().position(|&c| c == b'\\')) {
+        let j = i + off;
+        // `seg` and `j` sit on ASCII bytes (or the ends): char boundaries.
+        out.push_str(inner.get(seg..j).ok_or(Invalid)?);
+        let (ch, next) = match b.get(j + 1).copied().ok_or(Invalid)? {
+            b'"' => ('"', j + 2),
+            b'\\' => ('\\', j + 2),
+            b'/' => ('/', j + 2),
+            b'b' => ('\u{8}', j + 2),
+            b'f' => ('\u{c}', j + 2),
+            b'n' => ('\n', j + 2),
+            b'r' => ('\r', j + 2),
+            b't' => ('\t', j + 2),
+            b'u' => u_escape(b, j)?,
+            _ => return Err(Invalid),
+        };
+        out.push(ch);
+        i = next;
+        seg = next;
+    }
+    out.push_str(inner.get(seg..).ok_or(Invalid)?);
+    Ok(())
+}

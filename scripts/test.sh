@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The Millpond test command: prepares the machine (Debian packages, Python
+# venv, DuckDB extensions, Postgres + moto S3), then runs rustfmt, clippy,
+# the proto check and the whole test suite. Everything cargo does uses the
+# release profile, so the bundled DuckDB C++ is compiled once per machine
+# (into $CARGO_TARGET_DIR, default ~/.cache/millpond/target).
+set -euo pipefail
+cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
+# shellcheck source=scripts/env.sh
+. scripts/env.sh
+
+t0=$SECONDS
+summary=()
+current=
+
+fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+steps_done() {
+    local IFS=, s
+    s="${summary[*]:-none}"
+    echo "${s//,/, }"
+}
+
+finish() {
+    local rc=$?
+    local total
+    total=$(fmt_secs $((SECONDS - t0)))
+    if [ "$rc" -eq 0 ]; then
+        echo "test.sh: PASSED in $total ($(steps_done))"
+    else
+        echo "test.sh: FAILED at '$current' (exit $rc) after $total (passed: $(steps_done))" >&2
+    fi
+}
+trap finish EXIT
+
+step() {
+    local name=$1 t=$SECONDS
+    shift
+    current=$name
+    echo "==> $name" >&2
+    "$@"
+    summary+=("$name $(fmt_secs $((SECONDS - t)))")
+    current=
+}
+
+step setup-system bash scripts/setup-system.sh
+step setup-python bash scripts/setup-python.sh
+step setup-extensions bash scripts/setup-extensions.sh
+step services bash scripts/services.sh start
+eval "$(bash scripts/services.sh env)"
+
+command -v cargo >/dev/null || millpond_die "cargo not found (install Rust with rustup)"
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+    command -v rustup >/dev/null || millpond_die "cargo fmt / cargo clippy missing and no rustup to add them"
+    step rustup-components rustup component add rustfmt clippy
+fi
+
+step fmt cargo fmt --all --check
+step clippy cargo clippy --release --workspace --all-targets -- -D warnings
+if [ -f scripts/check-proto.sh ]; then
+    step check-proto bash scripts/check-proto.sh
+fi
+step test cargo test --release --workspace -- --test-threads=2

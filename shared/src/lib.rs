@@ -1,0 +1,9 @@
+//! Pieces both Millpond processes share: typed configuration read once from
+//! the environment, the Prometheus registry and metric names, the HTTP
+//! endpoints for probes and scraping, logging setup and the retry ladder.
+pub mod config;
+pub mod http;
+pub mod logging;
+pub mod metrics;
+pub mod retry;
+pub mod shutdown;

@@ -1,0 +1,134 @@
+use prometheus::{
+    Gauge, GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+
+use super::register;
+
+/// Series the ingest process owns.
+#[derive(Clone)]
+pub struct IngestMetrics {
+    pub records_consumed: IntCounterVec,
+    pub records_skipped: IntCounterVec,
+    pub batches_flushed: IntCounterVec,
+    pub errors: IntCounterVec,
+    pub pending_bytes: IntGauge,
+    pub buffer_fullness: Gauge,
+    pub consume_batch_size: IntGauge,
+    pub consumer_lag: IntGaugeVec,
+    pub last_committed_offset: IntGaugeVec,
+    pub arrow_conversion_seconds: Histogram,
+    pub rdkafka_replyq: IntGauge,
+    pub rdkafka_msg_cnt: IntGauge,
+    pub rdkafka_msg_size: IntGauge,
+    pub rdkafka_broker_rtt_avg: GaugeVec,
+    pub rdkafka_broker_rtt_p99: GaugeVec,
+}
+
+fn counter_vec(registry: &Registry, name: &str, help: &str, label: &str) -> IntCounterVec {
+    register(
+        registry,
+        IntCounterVec::new(Opts::new(name, help), &[label]).unwrap(),
+    )
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    register(registry, IntGauge::new(name, help).unwrap())
+}
+
+impl IngestMetrics {
+    pub fn new(registry: &Registry) -> Self {
+        IngestMetrics {
+            records_consumed: counter_vec(
+                registry,
+                "records_consumed_total",
+                "Kafka records consumed, tombstones included",
+                "partition",
+            ),
+            records_skipped: counter_vec(
+                registry,
+                "records_skipped_total",
+                "Records not written, by reason",
+                "reason",
+            ),
+            batches_flushed: counter_vec(
+                registry,
+                "batches_flushed_total",
+                "Flushes acknowledged by the writer, by trigger",
+                "trigger",
+            ),
+            errors: counter_vec(registry, "errors_total", "Errors by type", "type"),
+            pending_bytes: gauge(
+                registry,
+                "pending_bytes",
+                "Arrow bytes waiting for the next flush",
+            ),
+            buffer_fullness: register(
+                registry,
+                Gauge::new("buffer_fullness", "pending_bytes / FLUSH_SIZE").unwrap(),
+            ),
+            consume_batch_size: gauge(
+                registry,
+                "consume_batch_size_current",
+                "Messages requested per consume call after backpressure",
+            ),
+            consumer_lag: register(
+                registry,
+                IntGaugeVec::new(
+                    Opts::new("consumer_lag", "High watermark minus committed offset"),
+                    &["partition"],
+                )
+                .unwrap(),
+            ),
+            last_committed_offset: register(
+                registry,
+                IntGaugeVec::new(
+                    Opts::new("last_committed_offset", "Last offset committed to Kafka"),
+                    &["partition"],
+                )
+                .unwrap(),
+            ),
+            arrow_conversion_seconds: register(
+                registry,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "arrow_conversion_seconds",
+                        "JSON to Arrow time per consume batch",
+                    )
+                    .buckets(vec![
+                        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                    ]),
+                )
+                .unwrap(),
+            ),
+            rdkafka_replyq: gauge(
+                registry,
+                "rdkafka_replyq",
+                "librdkafka ops waiting in the reply queue",
+            ),
+            rdkafka_msg_cnt: gauge(registry, "rdkafka_msg_cnt", "librdkafka messages in queues"),
+            rdkafka_msg_size: gauge(registry, "rdkafka_msg_size", "librdkafka bytes in queues"),
+            rdkafka_broker_rtt_avg: register(
+                registry,
+                GaugeVec::new(
+                    Opts::new(
+                        "rdkafka_broker_rtt_avg_seconds",
+                        "Broker round trip time, average",
+                    ),
+                    &["broker"],
+                )
+                .unwrap(),
+            ),
+            rdkafka_broker_rtt_p99: register(
+                registry,
+                GaugeVec::new(
+                    Opts::new(
+                        "rdkafka_broker_rtt_p99_seconds",
+                        "Broker round trip time, p99",
+                    ),
+                    &["broker"],
+                )
+                .unwrap(),
+            ),
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The Prometheus registry and every metric Millpond exports.
+//!
+//! All series are named `millpond_*` and carry the constant labels
+//! `pipeline` and `broker_source`. The registry is passed around, never
+//! global, so tests read values back from the registry they built.
+mod ingest;
+mod writer;
+
+pub use ingest::IngestMetrics;
+pub use writer::WriterMetrics;
+
+use std::collections::HashMap;
+
+use prometheus::proto::MetricType;
+use prometheus::{Encoder, Registry, TextEncoder};
+
+pub const PREFIX: &str = "millpond";
+
+/// Labels of `millpond_errors_total{type}`.
+pub mod error_type {
+    pub const KAFKA: &str = "kafka";
+    pub const WRITE_RETRY: &str = "write_retry";
+    pub const DUCKLAKE_COMMIT_CONTENTION: &str = "ducklake_commit_contention";
+    pub const OFFSET_COMMIT: &str = "offset_commit";
+    pub const SCHEMA: &str = "schema";
+    pub const FLIGHT: &str = "flight";
+}
+
+/// Labels of `millpond_records_skipped_total{reason}`.
+pub mod skip_reason {
+    pub const JSON_PARSE: &str = "json_parse";
+    pub const UNSAFE_FIELD_NAME: &str = "unsafe_field_name";
+}
+
+pub fn new_registry(pipeline: &str, broker_source: &str) -> Registry {
+    let labels = HashMap::from([
+        ("pipeline".to_owned(), pipeline.to_owned()),
+        ("broker_source".to_owned(), broker_source.to_owned()),
+    ]);
+    Registry::new_custom(Some(PREFIX.to_owned()), Some(labels)).expect("valid registry labels")
+}
+
+/// Text exposition of everything in the registry.
+pub fn render(registry: &Registry) -> String {
+    let mut buf = Vec::new();
+    TextEncoder::new()
+        .encode(&registry.gather(), &mut buf)
+        .expect("text encoding never fails");
+    String::from_utf8(buf).expect("exposition is utf-8")
+}
+
+pub(crate) fn register<T: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: T,
+) -> T {
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("metric registered once");
+    metric
+}
+
+/// Reads a sample back from a registry: tests assert metrics moved.
+pub fn sample(registry: &Registry, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let full = format!("{PREFIX}_{name}");
+    for family in registry.gather() {
+        if family.name() != full {
+            continue;
+        }
+        for m in family.get_metric() {
+            let matches = labels.iter().all(|(k, v)| {
+                m.get_label()
+                    .iter()
+                    .any(|l| l.name() == *k && l.value() == *v)
+            });
+            if !matches {
+                continue;
+            }
+            return Some(match family.get_field_type() {
+                MetricType::COUNTER => m.get_counter().get_value(),
+                MetricType::GAUGE => m.get_gauge().get_value(),
+                MetricType::HISTOGRAM => m.get_histogram().get_sample_count() as f64,
+                _ => continue,
+            });
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_labels_on_every_series() {
+        let reg = new_registry("events", "msk");
+        let m = WriterMetrics::new(&reg);
+        m.records_written.inc_by(3);
+        let text = render(&reg);
+        assert!(
+            text.contains(
+                r#"millpond_records_written_total{broker_source="msk",pipeline="events"} 3"#
+            ),
+            "{text}"
+        );
+        assert_eq!(sample(&reg, "records_written_total", &[]), Some(3.0));
+    }
+}

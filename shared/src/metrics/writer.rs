@@ -1,0 +1,82 @@
+use prometheus::{
+    exponential_buckets, Histogram, HistogramOpts, IntCounter, IntCounterVec, Opts, Registry,
+};
+
+use super::register;
+
+/// Series the writer process owns.
+#[derive(Clone)]
+pub struct WriterMetrics {
+    pub records_written: IntCounter,
+    pub flush_duration: Histogram,
+    pub flush_size_bytes: Histogram,
+    pub flush_size_records: Histogram,
+    pub errors: IntCounterVec,
+    pub records_skipped: IntCounterVec,
+    pub schema_columns_added: IntCounter,
+    pub schema_columns_widened: IntCounter,
+    pub flushes_already_recorded: IntCounter,
+}
+
+impl WriterMetrics {
+    pub fn new(registry: &Registry) -> Self {
+        WriterMetrics {
+            records_written: register(
+                registry,
+                IntCounter::new("records_written_total", "Rows durably written to the lake").unwrap(),
+            ),
+            flush_duration: register(
+                registry,
+                Histogram::with_opts(
+                    HistogramOpts::new("flush_duration_seconds", "Time to make one flush durable")
+                        .buckets(vec![0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0]),
+                )
+                .unwrap(),
+            ),
+            flush_size_bytes: register(
+                registry,
+                Histogram::with_opts(
+                    HistogramOpts::new("flush_size_bytes", "Arrow bytes per flush")
+                        .buckets(exponential_buckets(1e6, 10f64.powf(1.0 / 3.0), 10).unwrap()),
+                )
+                .unwrap(),
+            ),
+            flush_size_records: register(
+                registry,
+                Histogram::with_opts(
+                    HistogramOpts::new("flush_size_records", "Rows per flush")
+                        .buckets(exponential_buckets(100.0, 10.0, 5).unwrap()),
+                )
+                .unwrap(),
+            ),
+            errors: register(
+                registry,
+                IntCounterVec::new(Opts::new("errors_total", "Errors by type"), &["type"]).unwrap(),
+            ),
+            records_skipped: register(
+                registry,
+                IntCounterVec::new(
+                    Opts::new("records_skipped_total", "Records not written, by reason"),
+                    &["reason"],
+                )
+                .unwrap(),
+            ),
+            schema_columns_added: register(
+                registry,
+                IntCounter::new("schema_columns_added_total", "Columns added to the table").unwrap(),
+            ),
+            schema_columns_widened: register(
+                registry,
+                IntCounter::new("schema_columns_widened_total", "Column types widened").unwrap(),
+            ),
+            flushes_already_recorded: register(
+                registry,
+                IntCounter::new(
+                    "flushes_already_recorded_total",
+                    "Resent flushes acknowledged without writing because the lake held their offsets",
+                )
+                .unwrap(),
+            ),
+        }
+    }
+}

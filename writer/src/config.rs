@@ -1,0 +1,89 @@
+//! Writer configuration, read once at startup.
+use std::net::SocketAddr;
+
+use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
+
+use crate::flight::DEFAULT_MAX_MESSAGE_BYTES;
+use crate::sink::ducklake::config::DuckLakeConfig;
+
+pub const DEFAULT_WRITER_ADDR: &str = "127.0.0.1:50051";
+
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    pub common: CommonConfig,
+    /// Flight listen address; loopback by default (the pod's sidecar link).
+    pub addr: SocketAddr,
+    pub max_message_bytes: usize,
+    pub sink: DuckLakeConfig,
+}
+
+impl WriterConfig {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigErrors> {
+        let mut r = EnvReader::new(env);
+        let destination = r.choice("MILLPOND_DESTINATION", "ducklake", &["ducklake", "hoglake"]);
+        if destination == "hoglake" {
+            r.errors.push(
+                "MILLPOND_DESTINATION",
+                "this writer image writes to DuckLake; run the hoglake writer image for hoglake",
+            );
+        }
+        let table = r.optional("DUCKLAKE_TABLE").unwrap_or_default();
+        let common = CommonConfig::parse(&mut r, "MILLPOND_WRITER_HTTP_PORT", 8001, &table);
+        let addr = r.parse_or(
+            "MILLPOND_WRITER_ADDR",
+            DEFAULT_WRITER_ADDR.parse().unwrap(),
+            |_| Ok(()),
+        );
+        let max_message_bytes = r.parse_or(
+            "MILLPOND_WRITER_MAX_MESSAGE_BYTES",
+            DEFAULT_MAX_MESSAGE_BYTES,
+            |v: &usize| {
+                if *v >= 4 << 20 {
+                    Ok(())
+                } else {
+                    Err("must be at least 4194304".into())
+                }
+            },
+        );
+        let sink = DuckLakeConfig::parse(&mut r);
+        r.finish()?;
+        Ok(WriterConfig {
+            common,
+            addr,
+            max_message_bytes,
+            sink: sink.expect("no errors means the sink config parsed"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_errors_reported_together() {
+        let env = Env::from_pairs([
+            ("MILLPOND_DESTINATION", "s3"),
+            ("MILLPOND_WRITER_ADDR", "nowhere"),
+            ("LOG_LEVEL", "loud"),
+        ]);
+        let errs = WriterConfig::from_env(&env).unwrap_err();
+        let vars = errs.vars();
+        for v in [
+            "MILLPOND_DESTINATION",
+            "MILLPOND_WRITER_ADDR",
+            "LOG_LEVEL",
+            "DUCKLAKE_TABLE",
+        ] {
+            assert!(vars.contains(&v), "{v} not in {vars:?}");
+        }
+    }
+
+    #[test]
+    fn defaults_bind_loopback() {
+        let env = Env::from_pairs([("DUCKLAKE_TABLE", "events")]);
+        let cfg = WriterConfig::from_env(&env).unwrap();
+        assert_eq!(cfg.addr.to_string(), DEFAULT_WRITER_ADDR);
+        assert_eq!(cfg.common.pipeline, "events");
+    }
+}

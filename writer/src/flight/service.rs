@@ -1,0 +1,315 @@
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::datatypes::Schema;
+use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::FlightService;
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use futures::stream::{self, BoxStream};
+use futures::{StreamExt, TryStreamExt};
+use millpond_proto::{
+    ErrorKind, FlushAck, OffsetRange, RecordedOffsets, RecordedOffsetsRequest, WriteError,
+    ACTION_RECORDED_OFFSETS,
+};
+use millpond_shared::metrics::{error_type, WriterMetrics};
+use prost::Message;
+use tokio::sync::watch;
+use tonic::{Code, Request, Response, Status, Streaming};
+
+use super::codec::{decode_descriptor, encode_ack, encode_write_error, Encoding};
+use crate::health::WriterHealth;
+use crate::retry::{write_with_retry, WriteFailure};
+use crate::sink::{Flush, SharedSink};
+
+#[derive(Clone)]
+pub struct WriterService {
+    sink: SharedSink,
+    metrics: WriterMetrics,
+    health: Arc<WriterHealth>,
+    /// Receives a reason when the writer must exit non-zero.
+    fatal: watch::Sender<Option<String>>,
+}
+
+impl WriterService {
+    pub fn new(
+        sink: SharedSink,
+        metrics: WriterMetrics,
+        health: Arc<WriterHealth>,
+        fatal: watch::Sender<Option<String>>,
+    ) -> Self {
+        WriterService {
+            sink,
+            metrics,
+            health,
+            fatal,
+        }
+    }
+
+    fn failure_status(&self, flush_id: &str, f: &WriteFailure) -> Status {
+        let kind = if f.error.is_retryable() {
+            ErrorKind::Retryable
+        } else {
+            ErrorKind::Permanent
+        };
+        let details = WriteError {
+            kind: kind as i32,
+            error_type: f.error.error_type().to_owned(),
+            message: f.error.message.clone(),
+            flush_id: flush_id.to_owned(),
+        };
+        let code = if f.error.is_retryable() {
+            Code::Unavailable
+        } else {
+            Code::FailedPrecondition
+        };
+        let text = format!(
+            "flush {flush_id} not written after {} attempt(s): {}",
+            f.attempts, f.error.message
+        );
+        Status::with_details(code, text, encode_write_error(&details))
+    }
+
+    async fn receive(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<(Flush, Encoding, u64), Status> {
+        let mut stream = request.into_inner();
+        let first = stream
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("empty DoPut stream: expected a flush"))?;
+        let cmd = first
+            .flight_descriptor
+            .as_ref()
+            .map(|d| d.cmd.clone())
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| {
+                Status::invalid_argument("the first DoPut message must carry a FlightDescriptor whose cmd is a FlushDescriptor")
+            })?;
+        let (desc, enc) = decode_descriptor(&cmd).map_err(Status::invalid_argument)?;
+        if desc.flush_id.is_empty() {
+            return Err(Status::invalid_argument("flush_id must not be empty"));
+        }
+        let all = stream::once(async { Ok(first) })
+            .chain(stream.map_err(|s| FlightError::Tonic(Box::new(s))));
+        let mut decoder = FlightDataDecoder::new(all);
+        let mut schema = None;
+        let mut batches = Vec::new();
+        while let Some(item) = decoder.next().await {
+            match item.map_err(flight_to_status)?.payload {
+                DecodedPayload::Schema(s) => schema = Some(s),
+                DecodedPayload::RecordBatch(b) => batches.push(b),
+                DecodedPayload::None => {}
+            }
+        }
+        let schema = batches
+            .first()
+            .map(|b| b.schema())
+            .or(schema)
+            .unwrap_or_else(|| Arc::new(Schema::empty()));
+        let flush = Flush {
+            id: desc.flush_id.clone(),
+            trigger: desc.trigger(),
+            ranges: desc.ranges.clone(),
+            schema,
+            batches,
+        };
+        if desc.expected_rows > 0 && flush.rows() as u64 != desc.expected_rows {
+            return Err(Status::invalid_argument(format!(
+                "flush {} carried {} rows but its descriptor announced {}",
+                flush.id,
+                flush.rows(),
+                desc.expected_rows
+            )));
+        }
+        Ok((flush, enc, desc.expected_rows))
+    }
+}
+
+fn flight_to_status(e: FlightError) -> Status {
+    match e {
+        FlightError::Tonic(s) => *s,
+        other => Status::invalid_argument(format!("bad Flight data: {other}")),
+    }
+}
+
+#[tonic::async_trait]
+impl FlightService for WriterService {
+    type HandshakeStream = BoxStream<'static, Result<HandshakeResponse, Status>>;
+    type ListFlightsStream = BoxStream<'static, Result<FlightInfo, Status>>;
+    type DoGetStream = BoxStream<'static, Result<FlightData, Status>>;
+    type DoPutStream = BoxStream<'static, Result<PutResult, Status>>;
+    type DoActionStream = BoxStream<'static, Result<arrow_flight::Result, Status>>;
+    type ListActionsStream = BoxStream<'static, Result<ActionType, Status>>;
+    type DoExchangeStream = BoxStream<'static, Result<FlightData, Status>>;
+
+    async fn do_put(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        let started = Instant::now();
+        let (flush, enc, _) = self.receive(request).await.inspect_err(|_| {
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::FLIGHT])
+                .inc();
+        })?;
+        let bytes = flush.arrow_bytes();
+        let rows_in = flush.rows();
+        let id = flush.id.clone();
+        let sink = self.sink.clone();
+        let metrics = self.metrics.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
+            let name = sink.name();
+            write_with_retry(sink.as_mut(), &flush, &metrics, &std::thread::sleep)
+                .map(|r| (r.into_inner(), name))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("write task failed: {e}")))?;
+
+        match result {
+            Ok((receipt, sink_name)) => {
+                self.health.write_succeeded();
+                self.metrics.records_written.inc_by(receipt.rows_written);
+                self.metrics
+                    .flush_duration
+                    .observe(started.elapsed().as_secs_f64());
+                self.metrics.flush_size_bytes.observe(bytes as f64);
+                self.metrics.flush_size_records.observe(rows_in as f64);
+                tracing::info!(flush_id = %id, rows = receipt.rows_written, outcome = ?receipt.outcome,
+                    snapshot = ?receipt.snapshot_id, ms = started.elapsed().as_millis() as u64, "flush durable");
+                let ack = FlushAck {
+                    flush_id: id,
+                    rows_written: receipt.rows_written,
+                    outcome: receipt.outcome as i32,
+                    sink: sink_name.to_owned(),
+                    table: receipt.table,
+                    snapshot_id: receipt.snapshot_id.unwrap_or(-1),
+                    recorded: receipt.recorded,
+                };
+                let put = PutResult {
+                    app_metadata: encode_ack(&ack, enc),
+                };
+                Ok(Response::new(stream::once(async { Ok(put) }).boxed()))
+            }
+            Err(failure) => {
+                let status = self.failure_status(&id, &failure);
+                self.health.write_failed(failure.error.message.clone());
+                if failure.exhausted {
+                    let reason =
+                        format!("flush {id}: retries exhausted: {}", failure.error.message);
+                    self.health.set_fatal(reason.clone());
+                    let _ = self.fatal.send(Some(reason));
+                }
+                Err(status)
+            }
+        }
+    }
+
+    async fn do_action(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
+        let action = request.into_inner();
+        if action.r#type != ACTION_RECORDED_OFFSETS {
+            return Err(Status::unimplemented(format!(
+                "unknown action {:?}; supported: {ACTION_RECORDED_OFFSETS}",
+                action.r#type
+            )));
+        }
+        let req = RecordedOffsetsRequest::decode(action.body.as_ref())
+            .map_err(|e| Status::invalid_argument(format!("RecordedOffsetsRequest: {e}")))?;
+        let sink = self.sink.clone();
+        let ranges: Vec<OffsetRange> = tokio::task::spawn_blocking(move || {
+            let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
+            let r = sink.recorded_offsets(&req.topic);
+            if r.is_err() {
+                sink.reset_caches();
+            }
+            r
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| Status::unavailable(format!("reading recorded offsets: {}", e.message)))?;
+        let body = RecordedOffsets { ranges }.encode_to_vec();
+        let result = arrow_flight::Result { body: body.into() };
+        Ok(Response::new(stream::once(async { Ok(result) }).boxed()))
+    }
+
+    async fn list_actions(
+        &self,
+        _: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
+        let t = ActionType {
+            r#type: ACTION_RECORDED_OFFSETS.into(),
+            description: "Offsets the lake recorded per partition (body: RecordedOffsetsRequest)"
+                .into(),
+        };
+        Ok(Response::new(stream::once(async { Ok(t) }).boxed()))
+    }
+
+    async fn handshake(
+        &self,
+        _: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        Err(Status::unimplemented(
+            "handshake: the writer has no authentication",
+        ))
+    }
+
+    async fn list_flights(
+        &self,
+        _: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        Err(Status::unimplemented(
+            "list_flights: the writer only accepts DoPut",
+        ))
+    }
+
+    async fn get_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        Err(Status::unimplemented(
+            "get_flight_info: the writer only accepts DoPut",
+        ))
+    }
+
+    async fn poll_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented(
+            "poll_flight_info: the writer only accepts DoPut",
+        ))
+    }
+
+    async fn get_schema(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
+        Err(Status::unimplemented(
+            "get_schema: the writer only accepts DoPut",
+        ))
+    }
+
+    async fn do_get(&self, _: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        Err(Status::unimplemented(
+            "do_get: the writer only accepts DoPut",
+        ))
+    }
+
+    async fn do_exchange(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        Err(Status::unimplemented(
+            "do_exchange: the writer only accepts DoPut",
+        ))
+    }
+}

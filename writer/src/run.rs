@@ -1,0 +1,88 @@
+//! The writer binary: parse config, connect the sink, serve Flight and HTTP,
+//! exit non-zero when a write exhausts its retries.
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use millpond_shared::config::Env;
+use millpond_shared::metrics::{new_registry, WriterMetrics};
+use tokio::sync::watch;
+
+use crate::config::WriterConfig;
+use crate::flight::{serve, WriterService};
+use crate::health::WriterHealth;
+use crate::sink::ducklake::DuckLakeSink;
+use crate::sink::{SharedSink, Sink};
+
+pub fn main() -> ExitCode {
+    let cfg = match WriterConfig::from_env(&Env::from_process()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("millpond-writer: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    millpond_shared::logging::init(&cfg.common);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match rt.block_on(run(cfg)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "writer exiting with failure");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
+    let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
+    let metrics = WriterMetrics::new(&registry);
+    let health = Arc::new(WriterHealth::default());
+    let sink_cfg = cfg.sink.clone();
+    let m = metrics.clone();
+    let sink = tokio::task::spawn_blocking(move || DuckLakeSink::connect(sink_cfg, m)).await??;
+    let sink: SharedSink = Arc::new(Mutex::new(Box::new(sink) as Box<dyn Sink>));
+
+    let http_addr: SocketAddr =
+        format!("{}:{}", cfg.common.http_host, cfg.common.http_port).parse()?;
+    let http = millpond_shared::http::serve(http_addr, registry.clone(), health.clone()).await?;
+
+    let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let service = WriterService::new(sink.clone(), metrics, health, fatal_tx);
+    let mut stop = stop_rx.clone();
+    let server = serve(cfg.addr, service, cfg.max_message_bytes, async move {
+        let _ = stop.wait_for(|s| *s).await;
+    })
+    .await?;
+    tracing::info!(flight = %server.addr, http = %http, table = %cfg.sink.qualified_table(), "writer ready");
+
+    let fatal = tokio::select! {
+        _ = millpond_shared::shutdown::signal() => None,
+        _ = fatal_rx.wait_for(Option::is_some) => fatal_rx.borrow().clone(),
+    };
+    if fatal.is_some() {
+        // Let the failed DoPut's status reach the client before exiting.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = stop_tx.send(true);
+    // Graceful: an in-flight flush completes before the server returns.
+    server.task.await??;
+    let closed =
+        tokio::task::spawn_blocking(move || sink.lock().unwrap_or_else(|p| p.into_inner()).close())
+            .await?;
+    if let Err(e) = closed {
+        tracing::warn!(error = %e.message, "closing the sink failed");
+    }
+    match fatal {
+        Some(reason) => anyhow::bail!("{reason}"),
+        None => {
+            tracing::info!("writer stopped");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Turning DuckDB errors into retry decisions.
+use crate::sink::{SinkError, SinkErrorKind};
+
+/// Catalog commit contention: snapshot id races and conflicting DDL.
+const CONTENTION: [&str; 6] = [
+    "maximum retry count",
+    "duplicate key value",
+    "could not serialize access",
+    "Transaction conflict",
+    "another transaction has altered",
+    "Conflict",
+];
+
+/// Deterministic failures: the same input fails the same way every time.
+const PERMANENT: [&str; 3] = ["Conversion Error", "Parser Error", "Binder Error"];
+
+pub fn classify(message: String) -> SinkError {
+    let kind = if CONTENTION.iter().any(|p| message.contains(p)) {
+        SinkErrorKind::Contention
+    } else if PERMANENT.iter().any(|p| message.contains(p)) {
+        SinkErrorKind::Permanent
+    } else {
+        SinkErrorKind::Transient
+    };
+    SinkError::new(kind, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contention_signatures() {
+        for m in [
+            "TransactionContext Error: Failed to commit: duplicate key value violates unique constraint \"ducklake_snapshot_pkey\"",
+            "exceeded the maximum retry count",
+            "TransactionContext Error: Transaction conflict: cannot add column",
+        ] {
+            assert_eq!(classify(m.into()).kind, SinkErrorKind::Contention, "{m}");
+        }
+        assert_eq!(
+            classify("Conversion Error: Could not convert string 'x' to INT64".into()).kind,
+            SinkErrorKind::Permanent
+        );
+        assert_eq!(
+            classify("IO Error: Connection refused".into()).kind,
+            SinkErrorKind::Transient
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! DUCKLAKE_* and DUCKDB_* variables.
+use std::path::PathBuf;
+
+use millpond_shared::config::{EnvReader, Secret};
+
+/// Where the DuckLake catalog lives.
+#[derive(Debug, Clone)]
+pub enum Catalog {
+    /// A local DuckLake catalog file: no services needed.
+    Embedded { path: PathBuf },
+    /// Postgres, the production catalog.
+    Postgres {
+        host: String,
+        port: u16,
+        database: String,
+        username: String,
+        password: Secret,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct S3Config {
+    pub key_id: Secret,
+    pub secret: Secret,
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    pub use_ssl: Option<bool>,
+    pub url_style: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DuckLakeConfig {
+    pub table: String,
+    pub schema: String,
+    pub data_path: String,
+    /// DuckDB database the session runs in (":memory:" or a file path).
+    pub connection: String,
+    pub catalog: Catalog,
+    pub max_retry_count: u64,
+    pub partition_by: Option<String>,
+    pub s3: Option<S3Config>,
+    pub memory_limit: Option<String>,
+    pub extension_dir: PathBuf,
+}
+
+/// Names the sink adds itself; payload columns with these names are refused.
+pub const RESERVED_COLUMNS: [&str; 5] = ["_inserted_at", "year", "month", "day", "hour"];
+/// The table holding recorded Kafka offsets, beside the target table.
+pub const OFFSETS_TABLE: &str = "_millpond_offsets";
+
+fn matches(value: &str, ok: impl Fn(char) -> bool) -> bool {
+    !value.is_empty() && value.chars().all(ok)
+}
+
+impl DuckLakeConfig {
+    pub fn parse(r: &mut EnvReader<'_>) -> Option<Self> {
+        let table_raw = r.required("DUCKLAKE_TABLE");
+        let table = r.safe_identifier("DUCKLAKE_TABLE", table_raw);
+        if table.as_deref() == Some(OFFSETS_TABLE) {
+            r.errors.push(
+                "DUCKLAKE_TABLE",
+                format!("{OFFSETS_TABLE} is used by Millpond itself"),
+            );
+        }
+        let schema_raw = Some(r.string_or("DUCKLAKE_SCHEMA", "main"));
+        let schema = r.safe_identifier("DUCKLAKE_SCHEMA", schema_raw);
+        let max_retry_count = r.positive_u64("DUCKLAKE_MAX_RETRY_COUNT", 100);
+        let partition_by = r.optional("DUCKLAKE_PARTITION_BY");
+        if let Some(p) = &partition_by {
+            if !matches(p, |c| c.is_ascii_alphanumeric() || "_(), \t\n".contains(c)) {
+                r.errors.push(
+                    "DUCKLAKE_PARTITION_BY",
+                    "may only contain letters, digits, _ ( ) , and spaces",
+                );
+            }
+        }
+        let memory_limit = r.optional("DUCKDB_MEMORY_LIMIT");
+        if let Some(m) = &memory_limit {
+            if !matches(m, |c| c.is_ascii_alphanumeric() || c == '.' || c == ' ') {
+                r.errors.push(
+                    "DUCKDB_MEMORY_LIMIT",
+                    format!("must look like 4GB or 512MiB (got {m:?})"),
+                );
+            }
+        }
+        let home = r.env().get("HOME").unwrap_or("/root").to_owned();
+        let extension_dir = PathBuf::from(r.string_or(
+            "DUCKDB_EXTENSION_DIR",
+            &format!("{home}/.cache/millpond/duckdb-extensions"),
+        ));
+        let connection = r.string_or("DUCKLAKE_CONNECTION", ":memory:");
+
+        let (catalog, data_path) = match r.optional("DUCKLAKE_RDS_HOST") {
+            None => {
+                let dir = r.string_or("MILLPOND_LAKE_DIR", "./millpond-lake");
+                let path = PathBuf::from(
+                    r.string_or("DUCKLAKE_CATALOG_PATH", &format!("{dir}/catalog.ducklake")),
+                );
+                let data = r.string_or("DUCKLAKE_DATA_PATH", &format!("{dir}/data/"));
+                (Some(Catalog::Embedded { path }), data)
+            }
+            Some(host) => {
+                let port = r.u16_port("DUCKLAKE_RDS_PORT", 5432);
+                let database = r.string_or("DUCKLAKE_RDS_DATABASE", "ducklake");
+                let username = r.string_or("DUCKLAKE_RDS_USERNAME", "ducklake");
+                let password = r.required_secret("DUCKLAKE_RDS_PASSWORD");
+                let data = r.required("DUCKLAKE_DATA_PATH").unwrap_or_default();
+                let catalog = password.map(|password| Catalog::Postgres {
+                    host,
+                    port,
+                    database,
+                    username,
+                    password,
+                });
+                (catalog, data)
+            }
+        };
+        if data_path.contains('\'') {
+            r.errors
+                .push("DUCKLAKE_DATA_PATH", "must not contain a single quote");
+        }
+        let s3 = parse_s3(r, data_path.starts_with("s3://"));
+        Some(DuckLakeConfig {
+            table: table?,
+            schema: schema?,
+            data_path,
+            connection,
+            catalog: catalog?,
+            max_retry_count,
+            partition_by,
+            s3,
+            memory_limit,
+            extension_dir,
+        })
+    }
+
+    pub fn qualified_table(&self) -> String {
+        format!("lake.{}.{}", self.schema, self.table)
+    }
+
+    pub fn is_embedded(&self) -> bool {
+        matches!(self.catalog, Catalog::Embedded { .. })
+    }
+}
+
+/// DUCKDB_S3_*: required when the data path is on S3.
+fn parse_s3(r: &mut EnvReader<'_>, on_s3: bool) -> Option<S3Config> {
+    let key_id = r.optional_secret("DUCKDB_S3_ACCESS_KEY_ID");
+    let secret = r.optional_secret("DUCKDB_S3_SECRET_ACCESS_KEY");
+    if on_s3 {
+        if key_id.is_none() {
+            r.errors.push(
+                "DUCKDB_S3_ACCESS_KEY_ID",
+                "is required when DUCKLAKE_DATA_PATH is on s3://",
+            );
+        }
+        if secret.is_none() {
+            r.errors.push(
+                "DUCKDB_S3_SECRET_ACCESS_KEY",
+                "is required when DUCKLAKE_DATA_PATH is on s3://",
+            );
+        }
+    }
+    for (var, value) in [
+        ("DUCKDB_S3_ACCESS_KEY_ID", &key_id),
+        ("DUCKDB_S3_SECRET_ACCESS_KEY", &secret),
+    ] {
+        if let Some(v) = value {
+            if !matches(v.expose(), |c| c.is_ascii_graphic() && c != '\'') {
+                r.errors
+                    .push(var, "contains characters that are not allowed");
+            }
+        }
+    }
+    let region = r.optional("DUCKDB_S3_REGION");
+    if let Some(v) = &region {
+        if !matches(v, |c| c.is_ascii_alphanumeric() || c == '-') {
+            r.errors.push(
+                "DUCKDB_S3_REGION",
+                format!("must look like us-east-1 (got {v:?})"),
+            );
+        }
+    }
+    let endpoint = r.optional("DUCKDB_S3_ENDPOINT");
+    if let Some(v) = &endpoint {
+        if !matches(v, |c| c.is_ascii_alphanumeric() || ".:-_/".contains(c)) {
+            r.errors.push(
+                "DUCKDB_S3_ENDPOINT",
+                format!("must be host[:port] (got {v:?})"),
+            );
+        }
+    }
+    let use_ssl = r.bool_opt("DUCKDB_S3_USE_SSL");
+    let url_style = r.optional("DUCKDB_S3_URL_STYLE");
+    if let Some(v) = &url_style {
+        if v != "vhost" && v != "path" {
+            r.errors.push(
+                "DUCKDB_S3_URL_STYLE",
+                format!("must be vhost or path (got {v:?})"),
+            );
+        }
+    }
+    Some(S3Config {
+        key_id: key_id?,
+        secret: secret?,
+        region,
+        endpoint,
+        use_ssl,
+        url_style,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use millpond_shared::config::Env;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<DuckLakeConfig, Vec<String>> {
+        let env = Env::from_pairs(pairs.iter().copied());
+        let mut r = EnvReader::new(&env);
+        let cfg = DuckLakeConfig::parse(&mut r);
+        match r.finish() {
+            Ok(()) => Ok(cfg.unwrap()),
+            Err(e) => Err(e.vars().into_iter().map(str::to_owned).collect()),
+        }
+    }
+
+    #[test]
+    fn embedded_default_needs_only_a_table() {
+        let cfg = parse(&[("DUCKLAKE_TABLE", "events")]).unwrap();
+        assert!(cfg.is_embedded());
+        assert_eq!(cfg.max_retry_count, 100);
+        assert_eq!(cfg.qualified_table(), "lake.main.events");
+        assert!(cfg.s3.is_none());
+    }
+
+    #[test]
+    fn postgres_mode_reports_every_problem() {
+        let errs = parse(&[
+            ("DUCKLAKE_TABLE", "bad-name"),
+            ("DUCKLAKE_RDS_HOST", "db"),
+            ("DUCKLAKE_DATA_PATH", "s3://bucket/x/"),
+            ("DUCKLAKE_MAX_RETRY_COUNT", "0"),
+            ("DUCKLAKE_PARTITION_BY", "year(x); drop"),
+            ("DUCKDB_S3_URL_STYLE", "weird"),
+        ])
+        .unwrap_err();
+        for var in [
+            "DUCKLAKE_TABLE",
+            "DUCKLAKE_RDS_PASSWORD",
+            "DUCKLAKE_MAX_RETRY_COUNT",
+            "DUCKLAKE_PARTITION_BY",
+            "DUCKDB_S3_ACCESS_KEY_ID",
+            "DUCKDB_S3_SECRET_ACCESS_KEY",
+            "DUCKDB_S3_URL_STYLE",
+        ] {
+            assert!(errs.iter().any(|e| e == var), "{var} missing from {errs:?}");
+        }
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let cfg = parse(&[
+            ("DUCKLAKE_TABLE", "events"),
+            ("DUCKLAKE_RDS_HOST", "db"),
+            ("DUCKLAKE_RDS_PASSWORD", "sup3rsecret"),
+            ("DUCKLAKE_DATA_PATH", "/tmp/x/"),
+        ])
+        .unwrap();
+        assert!(!format!("{cfg:?}").contains("sup3rsecret"));
+    }
+}

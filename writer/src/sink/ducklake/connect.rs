@@ -1,0 +1,154 @@
+//! Opening a DuckDB session with the DuckLake attached as `lake`.
+use duckdb::{Config, Connection};
+
+use super::config::{Catalog, DuckLakeConfig};
+use crate::sink::SinkError;
+
+/// Extensions loaded from the local extension directory at startup. json and
+/// parquet are compiled into our DuckDB.
+pub const EXTENSIONS: [&str; 3] = ["ducklake", "postgres_scanner", "httpfs"];
+
+pub const SETUP_HINT: &str = "run scripts/setup-extensions.sh (or set DUCKDB_EXTENSION_DIR to a folder holding v1.5.5/linux_amd64/<name>.duckdb_extension)";
+
+/// SQL string literal.
+pub fn quote_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// A libpq keyword value, quoted so spaces, quotes and backslashes survive.
+fn libpq_value(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// Removes every secret of the config from a message.
+pub fn scrub(cfg: &DuckLakeConfig, msg: &str) -> String {
+    let mut out = msg.to_owned();
+    if let Catalog::Postgres { password, .. } = &cfg.catalog {
+        out = password.scrub(&out);
+    }
+    if let Some(s3) = &cfg.s3 {
+        out = s3.secret.scrub(&s3.key_id.scrub(&out));
+    }
+    out
+}
+
+pub fn open(cfg: &DuckLakeConfig) -> Result<Connection, SinkError> {
+    let dir = cfg.extension_dir.to_string_lossy().into_owned();
+    let config = Config::default()
+        .with("extension_directory", &dir)
+        .and_then(|c| c.with("autoinstall_known_extensions", "false"))
+        .and_then(|c| c.with("autoload_known_extensions", "false"))
+        .map_err(|e| SinkError::permanent(format!("duckdb config: {e}")))?;
+    let conn = if cfg.connection == ":memory:" {
+        Connection::open_in_memory_with_flags(config)
+    } else {
+        Connection::open_with_flags(&cfg.connection, config)
+    }
+    .map_err(|e| SinkError::transient(format!("open duckdb {:?}: {e}", cfg.connection)))?;
+
+    for ext in EXTENSIONS {
+        conn.execute_batch(&format!("LOAD {ext}")).map_err(|e| {
+            SinkError::permanent(format!(
+                "DuckDB extension {ext} could not be loaded from {dir}: {e}. To fix: {SETUP_HINT}"
+            ))
+        })?;
+    }
+    let mut setup = vec!["SET preserve_insertion_order = false".to_owned()];
+    if let Some(limit) = &cfg.memory_limit {
+        setup.push(format!("SET memory_limit = {}", quote_literal(limit)));
+    }
+    if let Some(s3) = &cfg.s3 {
+        setup.push(format!(
+            "SET s3_access_key_id = {}",
+            quote_literal(s3.key_id.expose())
+        ));
+        setup.push(format!(
+            "SET s3_secret_access_key = {}",
+            quote_literal(s3.secret.expose())
+        ));
+        if let Some(v) = &s3.region {
+            setup.push(format!("SET s3_region = {}", quote_literal(v)));
+        }
+        if let Some(v) = &s3.endpoint {
+            setup.push(format!("SET s3_endpoint = {}", quote_literal(v)));
+        }
+        if let Some(v) = s3.use_ssl {
+            setup.push(format!("SET s3_use_ssl = {v}"));
+        }
+        if let Some(v) = &s3.url_style {
+            setup.push(format!("SET s3_url_style = {}", quote_literal(v)));
+        }
+    }
+    for stmt in &setup {
+        conn.execute_batch(stmt).map_err(|e| {
+            SinkError::permanent(format!(
+                "session setup failed: {}",
+                scrub(cfg, &e.to_string())
+            ))
+        })?;
+    }
+    attach(cfg, &conn)?;
+    conn.execute_batch(&format!(
+        "SET ducklake_max_retry_count = {}",
+        cfg.max_retry_count
+    ))
+    .map_err(|e| SinkError::permanent(format!("SET ducklake_max_retry_count: {e}")))?;
+    Ok(conn)
+}
+
+fn attach(cfg: &DuckLakeConfig, conn: &Connection) -> Result<(), SinkError> {
+    let target = match &cfg.catalog {
+        Catalog::Embedded { path } => {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    SinkError::permanent(format!("create catalog folder {}: {e}", parent.display()))
+                })?;
+            }
+            if !cfg.data_path.contains("://") {
+                std::fs::create_dir_all(&cfg.data_path).map_err(|e| {
+                    SinkError::permanent(format!("create data folder {}: {e}", cfg.data_path))
+                })?;
+            }
+            format!("ducklake:{}", path.display())
+        }
+        Catalog::Postgres {
+            host,
+            port,
+            database,
+            username,
+            password,
+        } => format!(
+            "ducklake:postgres:host={} port={port} dbname={} user={} password={} sslmode=prefer",
+            libpq_value(host),
+            libpq_value(database),
+            libpq_value(username),
+            libpq_value(password.expose()),
+        ),
+    };
+    let sql = format!(
+        "ATTACH IF NOT EXISTS {} AS lake (DATA_PATH {})",
+        quote_literal(&target),
+        quote_literal(&cfg.data_path)
+    );
+    // Two writers attaching an empty catalog for the first time race on
+    // creating the metadata tables; the loser retries once the winner is done.
+    let mut last = None;
+    for attempt in 0..5 {
+        match conn.execute_batch(&sql) {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                let msg = scrub(cfg, &e.to_string());
+                let racing = msg.contains("already exists") || msg.contains("duplicate key");
+                last = Some(msg);
+                if !racing {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200 * (attempt + 1)));
+            }
+        }
+    }
+    Err(SinkError::transient(format!(
+        "attach DuckLake catalog failed: {}",
+        last.unwrap_or_default()
+    )))
+}

@@ -1,0 +1,314 @@
+//! The DuckLake sink: DuckDB with the ducklake extension, catalog in a local
+//! file or Postgres, data in a folder or on S3.
+//!
+//! A write stages the Arrow batches in the session's own database, then in
+//! one lake transaction inserts them by name (stamping `_inserted_at`) and
+//! records the flush's offset ranges. A flush whose ranges the lake already
+//! holds is acknowledged without writing, which makes resends after a writer
+//! crash exactly-once.
+mod classify;
+mod columns;
+pub mod config;
+mod connect;
+mod offsets;
+mod table;
+mod types;
+
+use duckdb::Connection;
+use millpond_proto::{AckOutcome, OffsetRange};
+use millpond_shared::metrics::{error_type, skip_reason, WriterMetrics};
+use millpond_shared::retry::Ladder;
+
+use self::classify::classify;
+use self::config::{DuckLakeConfig, OFFSETS_TABLE};
+use self::offsets::{coverage, Coverage, OffsetsTable};
+use self::table::LiveColumns;
+use super::{Durable, Flush, Receipt, Sink, SinkError};
+
+const STAGE: &str = "millpond_stage";
+/// Prune superseded offset rows every this many flushes.
+const PRUNE_EVERY: u64 = 200;
+
+pub struct DuckLakeSink {
+    cfg: DuckLakeConfig,
+    metrics: WriterMetrics,
+    conn: Option<Connection>,
+    live: Option<LiveColumns>,
+    offsets: OffsetsTable,
+    offsets_ready: bool,
+    flushes: u64,
+}
+
+impl DuckLakeSink {
+    /// Connects at once, so a wrong catalog, a missing extension or bad
+    /// credentials fail at startup rather than on the first flush.
+    pub fn connect(cfg: DuckLakeConfig, metrics: WriterMetrics) -> Result<Self, SinkError> {
+        match &cfg.catalog {
+            config::Catalog::Embedded { path } => tracing::info!(
+                catalog = %path.display(),
+                data_path = %cfg.data_path,
+                "embedded DuckLake: local catalog file, no Postgres configured (set DUCKLAKE_RDS_HOST for production)"
+            ),
+            config::Catalog::Postgres {
+                host,
+                port,
+                database,
+                ..
+            } => tracing::info!(
+                host = %host, port, database = %database, data_path = %cfg.data_path,
+                "DuckLake catalog in Postgres"
+            ),
+        }
+        let offsets = OffsetsTable {
+            name: format!("lake.{}.{OFFSETS_TABLE}", cfg.schema),
+            target: cfg.table.clone(),
+        };
+        let mut sink = DuckLakeSink {
+            cfg,
+            metrics,
+            conn: None,
+            live: None,
+            offsets,
+            offsets_ready: false,
+            flushes: 0,
+        };
+        sink.session()?;
+        sink.ensure_offsets_table()?;
+        Ok(sink)
+    }
+
+    pub fn config(&self) -> &DuckLakeConfig {
+        &self.cfg
+    }
+
+    fn session(&mut self) -> Result<&Connection, SinkError> {
+        if self.conn.is_none() {
+            self.conn = Some(connect::open(&self.cfg)?);
+        }
+        Ok(self.conn.as_ref().expect("just opened"))
+    }
+
+    fn ensure_offsets_table(&mut self) -> Result<(), SinkError> {
+        if self.offsets_ready {
+            return Ok(());
+        }
+        let sql = self.offsets.create_sql();
+        let conn = self.session()?;
+        if self.cfg.schema != "main" {
+            let _ = conn.execute_batch(&format!(
+                "CREATE SCHEMA IF NOT EXISTS lake.{}",
+                self.cfg.schema
+            ));
+        }
+        if let Err(e) = conn.execute_batch(&sql) {
+            // Another writer may have created it at the same moment.
+            let exists =
+                conn.execute_batch(&format!("SELECT 1 FROM {} LIMIT 0", self.offsets.name));
+            if exists.is_err() {
+                return Err(self.err(e));
+            }
+        }
+        // Keep offset rows in the catalog instead of one tiny file per flush.
+        let _ = conn.execute_batch(&format!(
+            "CALL lake.set_option('data_inlining_row_limit', 1000, schema => '{}', table_name => '{OFFSETS_TABLE}')",
+            self.cfg.schema
+        ));
+        self.offsets_ready = true;
+        Ok(())
+    }
+
+    fn err(&self, e: duckdb::Error) -> SinkError {
+        classify(connect::scrub(&self.cfg, &e.to_string()))
+    }
+
+    fn stage(&mut self, flush: &Flush, proj: &columns::Projection) -> Result<u64, SinkError> {
+        let schema = proj.schema(&flush.schema);
+        let cols: Vec<String> = schema
+            .fields()
+            .iter()
+            .map(|f| format!("\"{}\" {}", f.name(), types::duck_type(f.data_type())))
+            .collect();
+        let conn = self.conn.as_ref().expect("session open");
+        conn.execute_batch(&format!(
+            "CREATE OR REPLACE TABLE {STAGE} ({})",
+            cols.join(", ")
+        ))
+        .map_err(|e| self.err(e))?;
+        let mut rows = 0u64;
+        let mut appender = conn.appender(STAGE).map_err(|e| self.err(e))?;
+        for batch in &flush.batches {
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let batch = proj.apply(batch);
+            rows += batch.num_rows() as u64;
+            appender
+                .append_record_batch(batch)
+                .map_err(|e| self.err(e))?;
+        }
+        appender.flush().map_err(|e| self.err(e))?;
+        Ok(rows)
+    }
+
+    fn count_projection(&self, proj: &columns::Projection) {
+        for name in &proj.unsafe_names {
+            tracing::warn!(column = %name, "payload column dropped: not a safe identifier or a case-insensitive duplicate");
+            self.metrics
+                .records_skipped
+                .with_label_values(&[skip_reason::UNSAFE_FIELD_NAME])
+                .inc();
+        }
+        for name in &proj.reserved {
+            tracing::error!(column = %name, "payload column refused: the name is reserved by the sink (_inserted_at, year, month, day, hour); rename it upstream");
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::SCHEMA])
+                .inc();
+        }
+    }
+
+    fn commit(&mut self, flush: &Flush, rows: u64) -> Result<Option<i64>, SinkError> {
+        let table = self.cfg.qualified_table();
+        let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
+        if rows > 0 {
+            sql.push(format!(
+                "INSERT INTO {table} BY NAME SELECT *, now() AS _inserted_at FROM {STAGE}"
+            ));
+        }
+        if let Some(s) = self.offsets.insert_sql(&flush.id, &flush.ranges) {
+            sql.push(s);
+        }
+        sql.push("COMMIT".into());
+        let conn = self.conn.as_ref().expect("session open");
+        if let Err(e) = conn.execute_batch(&sql.join(";\n")) {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(self.err(e));
+        }
+        let snapshot = conn
+            .query_row("SELECT id FROM lake.current_snapshot()", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .ok();
+        let _ = conn.execute_batch(&format!("DROP TABLE IF EXISTS {STAGE}"));
+        Ok(snapshot)
+    }
+
+    fn maybe_prune(&mut self) {
+        self.flushes += 1;
+        if self.flushes % PRUNE_EVERY != 0 {
+            return;
+        }
+        if let Some(conn) = &self.conn {
+            if let Err(e) = conn.execute_batch(&self.offsets.prune_sql()) {
+                tracing::info!(error = %e, "pruning old offset rows failed; will try again later");
+            }
+        }
+    }
+}
+
+impl Sink for DuckLakeSink {
+    fn write(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError> {
+        self.session()?;
+        self.ensure_offsets_table()?;
+        let table = self.cfg.qualified_table();
+        let topic = flush
+            .ranges
+            .first()
+            .map(|r| r.topic.clone())
+            .unwrap_or_default();
+        let recorded = self.recorded_offsets(&topic)?;
+        match coverage(&flush.ranges, &recorded) {
+            Coverage::AlreadyRecorded => {
+                self.metrics.flushes_already_recorded.inc();
+                tracing::info!(flush_id = %flush.id, "flush already recorded in the lake; acknowledging without writing");
+                return Ok(Durable::new(Receipt {
+                    rows_written: 0,
+                    outcome: AckOutcome::AlreadyRecorded,
+                    table,
+                    snapshot_id: None,
+                    recorded: flush.ranges.clone(),
+                }));
+            }
+            Coverage::Overlap(why) => {
+                return Err(SinkError::permanent(format!(
+                    "flush {} overlaps offsets the lake already recorded: {why}",
+                    flush.id
+                )))
+            }
+            Coverage::New => {}
+        }
+
+        let proj = columns::project(&flush.schema);
+        self.count_projection(&proj);
+        let rows_in = flush.rows();
+        let schema = proj.schema(&flush.schema);
+        if rows_in > 0 && !schema.fields().is_empty() {
+            let conn = self.conn.as_ref().expect("session open");
+            let evo = table::ensure(conn, &self.cfg, &mut self.live, &schema)?;
+            self.metrics
+                .schema_columns_added
+                .inc_by(evo.added.len() as u64);
+            self.metrics
+                .schema_columns_widened
+                .inc_by(evo.widened.len() as u64);
+            for c in &evo.added {
+                tracing::info!(column = %c, "column added");
+            }
+            for (col, live, batch) in &evo.refused {
+                tracing::warn!(column = %col, live_type = %live, batch_type = %batch,
+                    "type change refused (not a widening); values are cast to the live type on insert");
+                self.metrics
+                    .errors
+                    .with_label_values(&[error_type::SCHEMA])
+                    .inc();
+            }
+        }
+        let rows = if rows_in > 0 && !schema.fields().is_empty() {
+            self.stage(flush, &proj)?
+        } else {
+            0
+        };
+        let snapshot_id = self.commit(flush, rows)?;
+        self.maybe_prune();
+        Ok(Durable::new(Receipt {
+            rows_written: rows,
+            outcome: AckOutcome::Written,
+            table,
+            snapshot_id,
+            recorded: flush.ranges.clone(),
+        }))
+    }
+
+    fn reset_caches(&mut self) {
+        // Drop the whole session: after an outage the attached catalog
+        // connection may be dead, and another writer may have changed the
+        // table; the next attempt reconnects and re-reads everything.
+        self.live = None;
+        self.offsets_ready = false;
+        self.conn = None;
+    }
+
+    fn recorded_offsets(&mut self, topic: &str) -> Result<Vec<OffsetRange>, SinkError> {
+        self.session()?;
+        self.ensure_offsets_table()?;
+        let conn = self.conn.as_ref().expect("session open");
+        self.offsets.read(conn, topic).map_err(|e| self.err(e))
+    }
+
+    fn retry_ladder(&self) -> Ladder {
+        Ladder::LAKE_WRITE
+    }
+
+    fn name(&self) -> &'static str {
+        "ducklake"
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        if let Some(conn) = self.conn.take() {
+            let _ = conn.execute_batch("DETACH lake");
+            conn.close()
+                .map_err(|(_, e)| SinkError::transient(e.to_string()))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,159 @@
+//! Kafka offsets recorded in the lake, in the same transaction as the rows.
+//!
+//! `<schema>._millpond_offsets` holds one row per partition per flush. It is
+//! an ordinary DuckLake table, so it survives snapshot expiry, and its rows
+//! are small enough to be inlined into the catalog. Readers take the highest
+//! range per partition; old rows are pruned now and then.
+use duckdb::{params, Connection};
+use millpond_proto::OffsetRange;
+
+use super::connect::quote_literal;
+
+pub struct OffsetsTable {
+    /// Fully qualified: lake.<schema>._millpond_offsets
+    pub name: String,
+    /// The target table the offsets belong to (several tables may share a
+    /// schema, each with its own pipeline).
+    pub target: String,
+}
+
+impl OffsetsTable {
+    pub fn create_sql(&self) -> String {
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (target_table VARCHAR, topic VARCHAR, kafka_partition INTEGER, \
+             first_offset BIGINT, last_offset BIGINT, flush_id VARCHAR, recorded_at TIMESTAMP WITH TIME ZONE)",
+            self.name
+        )
+    }
+
+    /// One INSERT for all ranges of a flush, run inside the write transaction.
+    pub fn insert_sql(&self, flush_id: &str, ranges: &[OffsetRange]) -> Option<String> {
+        if ranges.is_empty() {
+            return None;
+        }
+        let values: Vec<String> = ranges
+            .iter()
+            .map(|r| {
+                format!(
+                    "({}, {}, {}, {}, {}, {}, now())",
+                    quote_literal(&self.target),
+                    quote_literal(&r.topic),
+                    r.partition,
+                    r.first,
+                    r.last,
+                    quote_literal(flush_id)
+                )
+            })
+            .collect();
+        Some(format!(
+            "INSERT INTO {} VALUES {}",
+            self.name,
+            values.join(", ")
+        ))
+    }
+
+    /// Highest recorded range per partition of `topic`.
+    pub fn read(&self, conn: &Connection, topic: &str) -> duckdb::Result<Vec<OffsetRange>> {
+        let sql = format!(
+            "SELECT kafka_partition, arg_max(first_offset, last_offset), max(last_offset) FROM {} \
+             WHERE target_table = ? AND topic = ? GROUP BY kafka_partition ORDER BY kafka_partition",
+            self.name
+        );
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map(params![self.target, topic], |row| {
+            Ok(OffsetRange::new(
+                topic,
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+            ))
+        })?;
+        rows.collect()
+    }
+
+    /// Deletes every row below the highest per partition. Best effort and
+    /// in its own transaction, so it never fails a flush.
+    pub fn prune_sql(&self) -> String {
+        format!(
+            "DELETE FROM {t} WHERE target_table = {target} AND (topic, kafka_partition, last_offset) NOT IN \
+             (SELECT topic, kafka_partition, max(last_offset) FROM {t} WHERE target_table = {target} GROUP BY ALL)",
+            t = self.name,
+            target = quote_literal(&self.target)
+        )
+    }
+}
+
+/// How the offsets of a flush relate to what the lake holds.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Coverage {
+    /// No range was recorded before: write it.
+    New,
+    /// Every range is already recorded: acknowledge without writing.
+    AlreadyRecorded,
+    /// Some ranges overlap recorded ones without being covered: writing
+    /// would duplicate rows and skipping would lose some.
+    Overlap(String),
+}
+
+pub fn coverage(flush: &[OffsetRange], recorded: &[OffsetRange]) -> Coverage {
+    let last_of = |r: &OffsetRange| {
+        recorded
+            .iter()
+            .find(|x| x.topic == r.topic && x.partition == r.partition)
+            .map(|x| x.last)
+    };
+    let mut covered = 0;
+    for r in flush {
+        match last_of(r) {
+            Some(last) if last >= r.last => covered += 1,
+            Some(last) if last >= r.first => {
+                return Coverage::Overlap(format!(
+                    "partition {} range {}..={} overlaps recorded offsets up to {last}",
+                    r.partition, r.first, r.last
+                ))
+            }
+            _ => {}
+        }
+    }
+    if covered == 0 || flush.is_empty() {
+        Coverage::New
+    } else if covered == flush.len() {
+        Coverage::AlreadyRecorded
+    } else {
+        Coverage::Overlap(format!(
+            "{covered} of {} partitions are already recorded",
+            flush.len()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(p: i32, a: i64, b: i64) -> OffsetRange {
+        OffsetRange::new("t", p, a, b)
+    }
+
+    #[test]
+    fn coverage_cases() {
+        assert_eq!(coverage(&[r(0, 0, 9)], &[]), Coverage::New);
+        assert_eq!(coverage(&[r(0, 10, 19)], &[r(0, 0, 9)]), Coverage::New);
+        assert_eq!(
+            coverage(&[r(0, 0, 9)], &[r(0, 0, 9)]),
+            Coverage::AlreadyRecorded
+        );
+        assert_eq!(
+            coverage(&[r(0, 0, 9), r(1, 0, 4)], &[r(0, 0, 9), r(1, 0, 4)]),
+            Coverage::AlreadyRecorded
+        );
+        assert!(matches!(
+            coverage(&[r(0, 5, 15)], &[r(0, 0, 9)]),
+            Coverage::Overlap(_)
+        ));
+        assert!(matches!(
+            coverage(&[r(0, 0, 9), r(1, 0, 4)], &[r(0, 0, 9)]),
+            Coverage::Overlap(_)
+        ));
+    }
+}

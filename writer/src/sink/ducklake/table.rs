@@ -1,0 +1,131 @@
+//! Creating the target table from the first batch and evolving it.
+use std::collections::HashMap;
+
+use arrow::datatypes::Schema;
+use duckdb::{params, Connection};
+
+use super::classify::classify;
+use super::config::DuckLakeConfig;
+use super::types::{duck_type, is_widening, normalize};
+use crate::sink::SinkError;
+
+/// Live columns of the target table, by lowercase name.
+pub type LiveColumns = HashMap<String, String>;
+
+pub fn read_columns(conn: &Connection, cfg: &DuckLakeConfig) -> duckdb::Result<LiveColumns> {
+    let mut stmt = conn.prepare(
+        "SELECT column_name, data_type FROM information_schema.columns \
+         WHERE table_catalog = 'lake' AND table_schema = ? AND table_name = ?",
+    )?;
+    let rows = stmt.query_map(params![cfg.schema, cfg.table], |row| {
+        Ok((
+            row.get::<_, String>(0)?.to_ascii_lowercase(),
+            normalize(&row.get::<_, String>(1)?),
+        ))
+    })?;
+    rows.collect()
+}
+
+/// What evolving the table for one batch schema did.
+#[derive(Debug, Default)]
+pub struct Evolution {
+    pub created: bool,
+    pub added: Vec<String>,
+    pub widened: Vec<String>,
+    /// (column, live type, batch type) left as is: narrowing or incompatible.
+    pub refused: Vec<(String, String, String)>,
+}
+
+fn quoted(name: &str) -> String {
+    format!("\"{name}\"")
+}
+
+fn exec(conn: &Connection, sql: &str) -> Result<(), SinkError> {
+    conn.execute_batch(sql).map_err(|e| classify(e.to_string()))
+}
+
+/// Makes the table exist with every column of `schema` (already projected
+/// to safe, non-reserved names). Races with other writers are absorbed by
+/// re-reading the catalog.
+pub fn ensure(
+    conn: &Connection,
+    cfg: &DuckLakeConfig,
+    live: &mut Option<LiveColumns>,
+    schema: &Schema,
+) -> Result<Evolution, SinkError> {
+    let mut evo = Evolution::default();
+    let table = cfg.qualified_table();
+    if live.is_none() {
+        *live = Some(read_columns(conn, cfg).map_err(|e| classify(e.to_string()))?);
+    }
+    if live.as_ref().is_some_and(HashMap::is_empty) {
+        if cfg.schema != "main" {
+            let _ = conn.execute_batch(&format!("CREATE SCHEMA IF NOT EXISTS lake.{}", cfg.schema));
+        }
+        let mut cols: Vec<String> = schema
+            .fields()
+            .iter()
+            .map(|f| format!("{} {}", quoted(f.name()), duck_type(f.data_type())))
+            .collect();
+        cols.push("_inserted_at TIMESTAMP WITH TIME ZONE".into());
+        let create = format!("CREATE TABLE IF NOT EXISTS {table} ({})", cols.join(", "));
+        match exec(conn, &create) {
+            Ok(()) => evo.created = true,
+            Err(e) => {
+                tracing::info!(error = %e.message, "table creation raced another writer; re-reading the catalog")
+            }
+        }
+        let cols = read_columns(conn, cfg).map_err(|e| classify(e.to_string()))?;
+        if cols.is_empty() {
+            return Err(SinkError::transient(format!(
+                "table {table} still missing after CREATE"
+            )));
+        }
+        if evo.created {
+            if let Some(p) = &cfg.partition_by {
+                exec(
+                    conn,
+                    &format!("ALTER TABLE {table} SET PARTITIONED BY ({p})"),
+                )?;
+                tracing::info!(partition_by = %p, "table partitioning set");
+            }
+            tracing::info!(table = %table, columns = cols.len(), "table created");
+        }
+        *live = Some(cols);
+    }
+    let cols = live.as_mut().expect("loaded above");
+    for f in schema.fields() {
+        let lower = f.name().to_ascii_lowercase();
+        let batch_type = duck_type(f.data_type());
+        match cols.get(&lower) {
+            None => {
+                exec(
+                    conn,
+                    &format!(
+                        "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {} {batch_type}",
+                        quoted(f.name())
+                    ),
+                )?;
+                cols.insert(lower, batch_type);
+                evo.added.push(f.name().clone());
+            }
+            Some(live_type) if *live_type == batch_type => {}
+            Some(live_type) if is_widening(live_type, &batch_type) => {
+                exec(
+                    conn,
+                    &format!(
+                        "ALTER TABLE {table} ALTER COLUMN {} SET DATA TYPE {batch_type}",
+                        quoted(f.name())
+                    ),
+                )?;
+                cols.insert(lower, batch_type);
+                evo.widened.push(f.name().clone());
+            }
+            Some(live_type) => {
+                evo.refused
+                    .push((f.name().clone(), live_type.clone(), batch_type));
+            }
+        }
+    }
+    Ok(evo)
+}

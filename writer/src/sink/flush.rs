@@ -1,0 +1,57 @@
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use millpond_proto::{AckOutcome, FlushTrigger, OffsetRange};
+
+/// One flush as received from ingest: the rows and every offset range they
+/// cover. Zero batches (or zero rows) is legal: it only advances offsets.
+#[derive(Debug, Clone)]
+pub struct Flush {
+    pub id: String,
+    pub trigger: FlushTrigger,
+    pub ranges: Vec<OffsetRange>,
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+}
+
+impl Flush {
+    pub fn rows(&self) -> usize {
+        self.batches.iter().map(RecordBatch::num_rows).sum()
+    }
+
+    pub fn arrow_bytes(&self) -> usize {
+        self.batches
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum()
+    }
+}
+
+/// What the sink made durable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Receipt {
+    pub rows_written: u64,
+    pub outcome: AckOutcome,
+    /// Fully qualified destination table.
+    pub table: String,
+    /// Lake snapshot that holds the rows, when the sink has one.
+    pub snapshot_id: Option<i64>,
+    pub recorded: Vec<OffsetRange>,
+}
+
+/// Proof that a value describes a durable write. Only sinks construct it.
+#[derive(Debug)]
+pub struct Durable<T>(T);
+
+impl<T> Durable<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Durable(value)
+    }
+
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+
+    pub fn get(&self) -> &T {
+        &self.0
+    }
+}

@@ -1,0 +1,38 @@
+//! Destinations. A [`Sink`] turns one flush into durable rows; its `write`
+//! returns a [`Durable`] receipt, which only a sink can construct, and only
+//! after its commit returned.
+pub mod ducklake;
+mod error;
+mod flush;
+
+pub use error::{SinkError, SinkErrorKind};
+pub use flush::{Durable, Flush, Receipt};
+
+use millpond_proto::OffsetRange;
+use millpond_shared::retry::Ladder;
+
+pub trait Sink: Send {
+    /// Writes the flush and its offset ranges atomically. `Ok` means the
+    /// rows and the offsets are durable in the lake. The flush is borrowed so
+    /// the caller holds the same payload across retries.
+    fn write(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError>;
+
+    /// Drops cached table and schema state; called between retry attempts
+    /// so the next attempt re-reads the catalog.
+    fn reset_caches(&mut self);
+
+    /// Highest offset range recorded per partition of `topic`.
+    fn recorded_offsets(&mut self, topic: &str) -> Result<Vec<OffsetRange>, SinkError>;
+
+    /// Retry budget for `write`, with the sink's own ladder.
+    fn retry_ladder(&self) -> Ladder;
+
+    /// Short label for logs and acknowledgements ("ducklake").
+    fn name(&self) -> &'static str;
+
+    /// Releases connections. Further writes fail.
+    fn close(&mut self) -> Result<(), SinkError>;
+}
+
+/// The writer's one sink, shared by Flight requests: one write at a time.
+pub type SharedSink = std::sync::Arc<std::sync::Mutex<Box<dyn Sink>>>;
