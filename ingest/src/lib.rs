@@ -1,1 +1,11 @@
-
+//! The Millpond ingest process: Kafka in, Arrow Flight out to the writer,
+//! offsets committed only after the writer's durable acknowledgement.
+pub mod buffer;
+pub mod config;
+pub mod convert;
+pub mod flight;
+pub mod health;
+pub mod kafka;
+pub mod pipeline;
+pub mod run;
+pub mod sample;

@@ -1,1 +1,22 @@
+//! Test harness: real services (Postgres, moto S3, Kafka-protocol brokers)
+//! started by scripts/services.sh, and the real Millpond binaries run as
+//! child processes on 127.0.0.1.
+pub mod flight;
+pub mod ingest;
+pub mod kafka;
+pub mod lake;
+pub mod process;
+pub mod proxy;
+pub mod scrape;
+pub mod writer;
 
+/// A variable the test scripts export; tests fail (never skip) without it.
+pub fn required_env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the suite with scripts/test.sh, which starts the services and exports it")
+    })
+}
+
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple().to_string().get(..12).unwrap())
+}

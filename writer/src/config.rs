@@ -15,6 +15,9 @@ pub struct WriterConfig {
     pub addr: SocketAddr,
     pub max_message_bytes: usize,
     pub sink: DuckLakeConfig,
+    /// Test hook (MILLPOND_FAILPOINT): `kill_after_commit` makes the process
+    /// SIGKILL itself after the lake commit and before the acknowledgement.
+    pub failpoint: Option<String>,
 }
 
 impl WriterConfig {
@@ -46,12 +49,14 @@ impl WriterConfig {
             },
         );
         let sink = DuckLakeConfig::parse(&mut r);
+        let failpoint = r.optional("MILLPOND_FAILPOINT");
         r.finish()?;
         Ok(WriterConfig {
             common,
             addr,
             max_message_bytes,
             sink: sink.expect("no errors means the sink config parsed"),
+            failpoint,
         })
     }
 }

@@ -32,6 +32,7 @@ pub struct WriterService {
     health: Arc<WriterHealth>,
     /// Receives a reason when the writer must exit non-zero.
     fatal: watch::Sender<Option<String>>,
+    failpoint: Option<String>,
 }
 
 impl WriterService {
@@ -174,6 +175,12 @@ impl FlightService for WriterService {
 
         match result {
             Ok((receipt, sink_name)) => {
+                if self.failpoint.as_deref() == Some("kill_after_commit") {
+                    tracing::warn!(flush_id = %id, "failpoint kill_after_commit: SIGKILL before the ack");
+                    let _ = std::process::Command::new("kill")
+                        .args(["-9", &std::process::id().to_string()])
+                        .status();
+                }
                 self.health.write_succeeded();
                 self.metrics.records_written.inc_by(receipt.rows_written);
                 self.metrics

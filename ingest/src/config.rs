@@ -1,0 +1,230 @@
+//! Ingest configuration: the core variables of the spec, read once.
+use std::time::Duration;
+
+use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetReset {
+    Earliest,
+    Latest,
+}
+
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    pub common: CommonConfig,
+    pub bootstrap_servers: String,
+    pub topic: String,
+    pub replica_count: i32,
+    pub ordinal: i32,
+    pub destination: String,
+    pub table: String,
+    pub flush_size: u64,
+    pub flush_interval: Duration,
+    pub group_id: String,
+    pub auto_offset_reset: OffsetReset,
+    /// librdkafka properties from KAFKA_CONSUMER_* (lowercase, `_` -> `.`).
+    pub consumer_overrides: Vec<(String, String)>,
+    pub consume_batch_size: usize,
+    pub fetch_min_bytes: u64,
+    pub fetch_max_wait_ms: u64,
+    pub stats_interval_ms: u64,
+    /// The writer's Flight address (host:port).
+    pub writer_addr: String,
+    /// How long one flush may keep being resent before ingest gives up and
+    /// exits; stays under the 480 s liveness budget.
+    pub send_deadline: Duration,
+    /// Test hook (MILLPOND_FAILPOINT): `kill_after_ack` makes the process
+    /// SIGKILL itself after the writer's ack and before the Kafka commit.
+    pub failpoint: Option<String>,
+}
+
+/// Liveness: unhealthy when the last poll is older than this.
+pub const LIVENESS: Duration = Duration::from_secs(480);
+
+/// `millpond-3` -> 3; None without a trailing number.
+pub fn ordinal_from(name: &str) -> Option<i32> {
+    let digits: String = name.chars().rev().take_while(char::is_ascii_digit).collect();
+    if digits.is_empty() || !name[..name.len() - digits.len()].ends_with('-') {
+        return None;
+    }
+    digits.chars().rev().collect::<String>().parse().ok()
+}
+
+fn destination_table(r: &mut EnvReader<'_>, destination: &str) -> String {
+    let var = if destination == "hoglake" { "HOGLAKE_TABLE" } else { "DUCKLAKE_TABLE" };
+    r.required(var).unwrap_or_default()
+}
+
+impl IngestConfig {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigErrors> {
+        let mut r = EnvReader::new(env);
+        let bootstrap_servers = r.required("KAFKA_BOOTSTRAP_SERVERS").unwrap_or_default();
+        let topic = r.required("KAFKA_TOPIC").unwrap_or_default();
+        let replica_count = match r.required("REPLICA_COUNT") {
+            Some(_) => r.parse_or("REPLICA_COUNT", 1i32, |v| {
+                if *v > 0 { Ok(()) } else { Err("must be a positive integer".into()) }
+            }),
+            None => 1,
+        };
+        let destination = r.choice("MILLPOND_DESTINATION", "ducklake", &["ducklake", "hoglake"]);
+        let table = destination_table(&mut r, &destination);
+        let common = CommonConfig::parse(&mut r, "MILLPOND_HTTP_PORT", 8000, &table);
+        let pod = r
+            .optional("POD_NAME")
+            .or_else(|| r.optional("HOSTNAME"))
+            .unwrap_or_else(|| "millpond-0".into());
+        let ordinal = match ordinal_from(&pod) {
+            Some(o) if o < replica_count => o,
+            Some(o) => {
+                r.errors.push(
+                    "POD_NAME",
+                    format!("ordinal {o} of {pod:?} must be below REPLICA_COUNT ({replica_count})"),
+                );
+                0
+            }
+            None => {
+                r.errors.push("POD_NAME", format!("{pod:?} does not end in -<ordinal> (from POD_NAME or HOSTNAME)"));
+                0
+            }
+        };
+        let flush_size = r.positive_u64("FLUSH_SIZE", 104_857_600);
+        let flush_interval = Duration::from_millis(r.positive_u64("FLUSH_INTERVAL_MS", 60_000));
+        let default_group = if destination == "ducklake" {
+            format!("millpond-{topic}-{table}")
+        } else {
+            format!("millpond-{destination}-{topic}-{table}")
+        };
+        let group_id = r.string_or("GROUP_ID", &default_group);
+        if r.optional("KAFKA_CONSUMER_AUTO_OFFSET_RESET").is_some() {
+            r.errors.push(
+                "KAFKA_CONSUMER_AUTO_OFFSET_RESET",
+                "is not accepted; set KAFKA_AUTO_OFFSET_RESET (earliest or latest) instead",
+            );
+        }
+        let auto_offset_reset = match r.choice("KAFKA_AUTO_OFFSET_RESET", "earliest", &["earliest", "latest"]).as_str() {
+            "latest" => OffsetReset::Latest,
+            _ => OffsetReset::Earliest,
+        };
+        let consumer_overrides = env
+            .with_prefix("KAFKA_CONSUMER_")
+            .filter(|(k, _)| *k != "KAFKA_CONSUMER_AUTO_OFFSET_RESET")
+            .map(|(k, v)| (k["KAFKA_CONSUMER_".len()..].to_ascii_lowercase().replace('_', "."), v.to_owned()))
+            .collect();
+        let consume_batch_size = r.positive_u64("CONSUME_BATCH_SIZE", 1000) as usize;
+        let fetch_min_bytes = r.positive_u64("FETCH_MIN_BYTES", 1_048_576);
+        let fetch_max_wait_ms = r.parse_or("FETCH_MAX_WAIT_MS", 500u64, |_| Ok(()));
+        let stats_interval_ms = r.parse_or("STATS_INTERVAL_MS", 5000u64, |_| Ok(()));
+        let writer_addr = r.string_or("MILLPOND_WRITER_ADDR", "127.0.0.1:50051");
+        if writer_addr.parse::<std::net::SocketAddr>().is_err() && !writer_addr.contains(':') {
+            r.errors.push("MILLPOND_WRITER_ADDR", format!("must be host:port (got {writer_addr:?})"));
+        }
+        let send_deadline = Duration::from_secs(r.parse_or("MILLPOND_WRITER_SEND_DEADLINE_S", 420u64, |v| {
+            if *v > 0 && *v < LIVENESS.as_secs() {
+                Ok(())
+            } else {
+                Err(format!("must be between 1 and {} (the liveness budget)", LIVENESS.as_secs() - 1))
+            }
+        }));
+        let failpoint = r.optional("MILLPOND_FAILPOINT");
+        r.finish()?;
+        Ok(IngestConfig {
+            common,
+            bootstrap_servers,
+            topic,
+            replica_count,
+            ordinal,
+            destination,
+            table,
+            flush_size,
+            flush_interval,
+            group_id,
+            auto_offset_reset,
+            consumer_overrides,
+            consume_batch_size,
+            fetch_min_bytes,
+            fetch_max_wait_ms,
+            stats_interval_ms,
+            writer_addr,
+            send_deadline,
+            failpoint,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
+            ("KAFKA_TOPIC", "events"),
+            ("REPLICA_COUNT", "2"),
+            ("DUCKLAKE_TABLE", "events_t"),
+            ("POD_NAME", "millpond-1"),
+        ]
+    }
+
+    #[test]
+    fn defaults_follow_the_spec() {
+        let cfg = IngestConfig::from_env(&Env::from_pairs(base())).unwrap();
+        assert_eq!(cfg.ordinal, 1);
+        assert_eq!(cfg.flush_size, 104_857_600);
+        assert_eq!(cfg.flush_interval, Duration::from_secs(60));
+        assert_eq!(cfg.group_id, "millpond-events-events_t");
+        assert_eq!(cfg.auto_offset_reset, OffsetReset::Earliest);
+        assert_eq!(cfg.consume_batch_size, 1000);
+        assert_eq!(cfg.common.http_port, 8000);
+    }
+
+    #[test]
+    fn hoglake_group_id_names_the_destination() {
+        let mut env = base();
+        env.retain(|(k, _)| *k != "DUCKLAKE_TABLE");
+        env.push(("MILLPOND_DESTINATION", "HogLake"));
+        env.push(("HOGLAKE_TABLE", "ev"));
+        let cfg = IngestConfig::from_env(&Env::from_pairs(env)).unwrap();
+        assert_eq!(cfg.group_id, "millpond-hoglake-events-ev");
+    }
+
+    #[test]
+    fn every_error_is_reported_naming_its_variable() {
+        let env = Env::from_pairs([
+            ("REPLICA_COUNT", "0"),
+            ("FLUSH_SIZE", "big"),
+            ("KAFKA_CONSUMER_AUTO_OFFSET_RESET", "latest"),
+            ("KAFKA_AUTO_OFFSET_RESET", "middle"),
+            ("POD_NAME", "web"),
+            ("MILLPOND_DESTINATION", "s3"),
+        ]);
+        let errs = IngestConfig::from_env(&env).unwrap_err();
+        let vars = errs.vars();
+        for v in [
+            "KAFKA_BOOTSTRAP_SERVERS",
+            "KAFKA_TOPIC",
+            "REPLICA_COUNT",
+            "FLUSH_SIZE",
+            "KAFKA_CONSUMER_AUTO_OFFSET_RESET",
+            "KAFKA_AUTO_OFFSET_RESET",
+            "POD_NAME",
+            "MILLPOND_DESTINATION",
+            "DUCKLAKE_TABLE",
+        ] {
+            assert!(vars.contains(&v), "{v} missing from {vars:?}");
+        }
+    }
+
+    #[test]
+    fn passthrough_and_ordinals() {
+        let mut env = base();
+        env.push(("KAFKA_CONSUMER_SECURITY_PROTOCOL", "SASL_SSL"));
+        let cfg = IngestConfig::from_env(&Env::from_pairs(env)).unwrap();
+        assert_eq!(cfg.consumer_overrides, vec![("security.protocol".into(), "SASL_SSL".into())]);
+        assert_eq!(ordinal_from("millpond-events-12"), Some(12));
+        assert_eq!(ordinal_from("millpond"), None);
+        let mut env = base();
+        env.push(("POD_NAME", "millpond-2"));
+        let env = Env::from_pairs(env);
+        assert!(IngestConfig::from_env(&env).is_err(), "ordinal 2 with 2 replicas");
+    }
+}

@@ -1,0 +1,161 @@
+//! Client side of the Flight contract: stream a flush to the writer and
+//! wait for its durable acknowledgement.
+use std::time::{Duration, Instant};
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::{Action, FlightClient, FlightDescriptor};
+use futures::TryStreamExt;
+use millpond_proto::{
+    ErrorKind, FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets, RecordedOffsetsRequest, WriteError,
+    ACTION_RECORDED_OFFSETS,
+};
+use millpond_shared::retry::Ladder;
+use prost::Message;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The writer judged the flush unwritable; resending cannot help.
+    #[error("writer refused flush permanently ({error_type}): {message}")]
+    Permanent { error_type: String, message: String },
+    /// No acknowledgement before the deadline.
+    #[error("no acknowledgement within {0:?}: {1}")]
+    Deadline(Duration, String),
+}
+
+pub struct WriterClient {
+    addr: String,
+    client: Option<FlightClient>,
+}
+
+/// Resend ladder: 1 s doubling to 30 s, jittered upward.
+const RESEND: Ladder = Ladder { attempts: u32::MAX, base: Duration::from_secs(1), jitter: 0.25 };
+
+enum Attempt<T> {
+    Done(T),
+    Retry(String),
+    Fatal(SendError),
+}
+
+impl WriterClient {
+    pub fn new(addr: impl Into<String>) -> Self {
+        WriterClient { addr: addr.into(), client: None }
+    }
+
+    async fn connect(&mut self) -> Result<&mut FlightClient, String> {
+        if self.client.is_none() {
+            let channel = tonic::transport::Channel::from_shared(format!("http://{}", self.addr))
+                .map_err(|e| e.to_string())?
+                .connect_timeout(Duration::from_secs(5))
+                .connect()
+                .await
+                .map_err(|e| format!("connect {}: {e}", self.addr))?;
+            self.client = Some(FlightClient::new(channel));
+        }
+        Ok(self.client.as_mut().expect("just connected"))
+    }
+
+    async fn retrying<T, F, Fut>(&mut self, deadline: Duration, what: &str, mut op: F) -> Result<T, SendError>
+    where
+        F: FnMut(FlightClient) -> Fut,
+        Fut: std::future::Future<Output = Attempt<T>>,
+    {
+        let start = Instant::now();
+        let mut failed = 0u32;
+        loop {
+            let outcome = match self.connect().await {
+                Ok(c) => op(c.clone()).await,
+                Err(e) => Attempt::Retry(e),
+            };
+            match outcome {
+                Attempt::Done(v) => return Ok(v),
+                Attempt::Fatal(e) => return Err(e),
+                Attempt::Retry(why) => {
+                    self.client = None;
+                    let delay = RESEND.delay(failed.min(10), None).unwrap_or(Duration::from_secs(30));
+                    if start.elapsed() + delay > deadline {
+                        return Err(SendError::Deadline(deadline, why));
+                    }
+                    tracing::warn!(what, attempt = failed + 1, delay_ms = delay.as_millis() as u64, error = %why,
+                        "writer did not acknowledge; resending");
+                    tokio::time::sleep(delay).await;
+                    failed += 1;
+                }
+            }
+        }
+    }
+
+    /// Offsets the lake recorded per partition; waits for the writer.
+    pub async fn recorded_offsets(&mut self, topic: &str, deadline: Duration) -> Result<Vec<OffsetRange>, SendError> {
+        let body = RecordedOffsetsRequest { topic: topic.into() }.encode_to_vec();
+        self.retrying(deadline, "recorded-offsets", |mut c| {
+            let body = body.clone();
+            async move {
+                let stream = match c.do_action(Action::new(ACTION_RECORDED_OFFSETS, body)).await {
+                    Ok(s) => s,
+                    Err(e) => return Attempt::Retry(e.to_string()),
+                };
+                match stream.try_collect::<Vec<_>>().await {
+                    Ok(items) => match items.first().map(|b| RecordedOffsets::decode(b.as_ref())) {
+                        Some(Ok(r)) => Attempt::Done(r.ranges),
+                        _ => Attempt::Retry("malformed recorded-offsets answer".into()),
+                    },
+                    Err(e) => Attempt::Retry(e.to_string()),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Sends the flush until the writer acknowledges it. The same id,
+    /// offsets and rows go out on every attempt.
+    pub async fn send(
+        &mut self,
+        desc: &FlushDescriptor,
+        schema: SchemaRef,
+        batches: &[RecordBatch],
+        deadline: Duration,
+    ) -> Result<FlushAck, SendError> {
+        let cmd = desc.encode_to_vec();
+        self.retrying(deadline, "flush", |mut c| {
+            let fd = FlightDescriptor::new_cmd(cmd.clone());
+            let stream = FlightDataEncoderBuilder::new()
+                .with_schema(schema.clone())
+                .with_flight_descriptor(Some(fd))
+                .build(futures::stream::iter(batches.to_vec().into_iter().map(Ok)));
+            async move {
+                let result = match c.do_put(stream).await {
+                    Ok(s) => s.try_collect::<Vec<_>>().await,
+                    Err(e) => Err(e),
+                };
+                match result {
+                    Ok(results) => match results.first().map(|r| FlushAck::decode(r.app_metadata.as_ref())) {
+                        Some(Ok(ack)) => Attempt::Done(ack),
+                        _ => Attempt::Retry("writer answered without an acknowledgement".into()),
+                    },
+                    Err(e) => classify(e),
+                }
+            }
+        })
+        .await
+    }
+}
+
+fn classify<T>(e: FlightError) -> Attempt<T> {
+    if let FlightError::Tonic(status) = &e {
+        if let Ok(w) = WriteError::decode(status.details()) {
+            if !status.details().is_empty() && w.kind() == ErrorKind::Permanent {
+                return Attempt::Fatal(SendError::Permanent { error_type: w.error_type, message: w.message });
+            }
+        }
+        if matches!(status.code(), tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition) {
+            return Attempt::Fatal(SendError::Permanent {
+                error_type: "rejected".into(),
+                message: status.message().to_owned(),
+            });
+        }
+    }
+    Attempt::Retry(e.to_string())
+}

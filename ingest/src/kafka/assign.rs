@@ -1,0 +1,116 @@
+//! Static assignment and where each partition resumes.
+use std::collections::HashMap;
+use std::time::Duration;
+
+use millpond_proto::OffsetRange;
+use millpond_shared::metrics::IngestMetrics;
+use rdkafka::consumer::Consumer as _;
+use rdkafka::error::KafkaResult;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::client::Consumer;
+use crate::config::OffsetReset;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Partitions of this pod: p % replicas == ordinal.
+pub fn my_partitions(count: i32, replicas: i32, ordinal: i32) -> Vec<i32> {
+    (0..count).filter(|p| p % replicas == ordinal).collect()
+}
+
+/// Where one partition starts, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resume {
+    pub partition: i32,
+    /// The next offset to read, or None for the reset policy.
+    pub offset: Option<i64>,
+    pub committed: Option<i64>,
+    pub lake_next: Option<i64>,
+}
+
+/// Resume points: the later of Kafka's committed offset and the offset after
+/// the lake's recorded range. Committed offsets that fell below the log
+/// start are re-committed to the reset target first.
+pub fn resume_points(
+    consumer: &Consumer,
+    topic: &str,
+    partitions: &[i32],
+    reset: OffsetReset,
+    lake: &[OffsetRange],
+    metrics: &IngestMetrics,
+) -> KafkaResult<Vec<Resume>> {
+    let mut tpl = TopicPartitionList::new();
+    for p in partitions {
+        tpl.add_partition(topic, *p);
+    }
+    let committed = consumer.committed_offsets(tpl, TIMEOUT)?;
+    let mut committed_at: HashMap<i32, i64> = HashMap::new();
+    for e in committed.elements() {
+        if let Offset::Offset(o) = e.offset() {
+            committed_at.insert(e.partition(), o);
+        }
+    }
+    let mut recommit = TopicPartitionList::new();
+    let mut out = Vec::new();
+    for &p in partitions {
+        let (low, high) = consumer.fetch_watermarks(topic, p, TIMEOUT)?;
+        let mut committed = committed_at.get(&p).copied();
+        if let Some(c) = committed {
+            if c < low {
+                let target = match reset {
+                    OffsetReset::Earliest => low,
+                    OffsetReset::Latest => high,
+                };
+                tracing::warn!(partition = p, committed = c, log_start = low, recommit = target,
+                    "committed offset is below the log start; re-committing the reset target");
+                recommit.add_partition_offset(topic, p, Offset::Offset(target))?;
+                committed = Some(target);
+            }
+        }
+        let lake_next = lake.iter().find(|r| r.partition == p).map(|r| r.last + 1);
+        let offset = match (committed, lake_next) {
+            (Some(c), Some(l)) => Some(c.max(l)),
+            (c, l) => c.or(l),
+        };
+        let label = p.to_string();
+        if let Some(c) = committed {
+            metrics.last_committed_offset.with_label_values(&[&label]).set(c);
+        }
+        let position = offset.unwrap_or(match reset {
+            OffsetReset::Earliest => low,
+            OffsetReset::Latest => high,
+        });
+        metrics.consumer_lag.with_label_values(&[&label]).set((high - position).max(0));
+        out.push(Resume { partition: p, offset, committed, lake_next });
+    }
+    if recommit.count() > 0 {
+        consumer.commit(&recommit, rdkafka::consumer::CommitMode::Sync)?;
+    }
+    Ok(out)
+}
+
+/// Assigns every partition at its resume point.
+pub fn assign(consumer: &Consumer, topic: &str, resume: &[Resume], reset: OffsetReset) -> KafkaResult<()> {
+    let mut tpl = TopicPartitionList::new();
+    for r in resume {
+        let offset = match (r.offset, reset) {
+            (Some(o), _) => Offset::Offset(o),
+            (None, OffsetReset::Earliest) => Offset::Beginning,
+            (None, OffsetReset::Latest) => Offset::End,
+        };
+        tpl.add_partition_offset(topic, r.partition, offset)?;
+    }
+    consumer.assign(&tpl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::my_partitions;
+
+    #[test]
+    fn partitions_by_ordinal() {
+        assert_eq!(my_partitions(8, 3, 0), vec![0, 3, 6]);
+        assert_eq!(my_partitions(8, 3, 2), vec![2, 5]);
+        assert_eq!(my_partitions(4, 1, 0), vec![0, 1, 2, 3]);
+    }
+}

@@ -1,0 +1,13 @@
+//! Kafka: the consumer, static partition assignment and resume points,
+//! offset commits, lag sampling and librdkafka statistics.
+mod assign;
+mod client;
+mod commit;
+mod lag;
+mod stats;
+
+pub use assign::{assign, my_partitions, resume_points, Resume};
+pub use client::{build_consumer, Consumer};
+pub use commit::commit_offsets;
+pub use lag::LagSampler;
+pub use stats::StatsContext;

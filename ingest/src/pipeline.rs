@@ -1,0 +1,209 @@
+//! The consume loop: poll, convert, accumulate, flush to the writer, commit
+//! offsets after the acknowledgement.
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use millpond_proto::{FlushDescriptor, FlushTrigger};
+use millpond_shared::metrics::{skip_reason, IngestMetrics};
+use rdkafka::message::Message;
+
+use crate::buffer::Pending;
+use crate::config::IngestConfig;
+use crate::convert::convert;
+use crate::flight::WriterClient;
+use crate::health::IngestHealth;
+use crate::kafka::{commit_offsets, Consumer, LagSampler};
+
+pub struct Pipeline {
+    pub cfg: IngestConfig,
+    pub consumer: Consumer,
+    pub metrics: IngestMetrics,
+    pub writer: WriterClient,
+    pub rt: tokio::runtime::Handle,
+    pub health: Arc<IngestHealth>,
+    pub stop: Arc<AtomicBool>,
+    /// Next offset to consume per assigned partition (for lag).
+    pub next: HashMap<i32, i64>,
+    pending: Pending,
+    window: Instant,
+    lag: LagSampler,
+}
+
+/// max(10, CONSUME_BATCH_SIZE x (1 - fullness)).
+pub fn adaptive_batch_size(configured: usize, fullness: f64) -> usize {
+    ((configured as f64 * (1.0 - fullness.clamp(0.0, 1.0))) as usize).max(10)
+}
+
+/// min(max(time left to flush, 0.1 s), 60 s).
+pub fn poll_timeout(interval: Duration, elapsed: Duration) -> Duration {
+    interval
+        .saturating_sub(elapsed)
+        .max(Duration::from_millis(100))
+        .min(Duration::from_secs(60))
+}
+
+impl Pipeline {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        cfg: IngestConfig,
+        consumer: Consumer,
+        metrics: IngestMetrics,
+        writer: WriterClient,
+        rt: tokio::runtime::Handle,
+        health: Arc<IngestHealth>,
+        stop: Arc<AtomicBool>,
+        next: HashMap<i32, i64>,
+    ) -> Self {
+        Pipeline {
+            cfg,
+            consumer,
+            metrics,
+            writer,
+            rt,
+            health,
+            stop,
+            next,
+            pending: Pending::default(),
+            window: Instant::now(),
+            lag: LagSampler::default(),
+        }
+    }
+
+    /// Runs until SIGTERM (Ok, after flushing and committing) or a failure
+    /// that must crash the process (Err: nothing past the last ack is
+    /// committed, so Kafka replays it).
+    pub fn run(&mut self) -> anyhow::Result<()> {
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                tracing::info!(pending_rows = self.pending.rows(), "shutting down: final flush");
+                self.flush(FlushTrigger::Shutdown)?;
+                return Ok(());
+            }
+            self.consume_once();
+            if self.pending.bytes() as u64 >= self.cfg.flush_size {
+                self.flush(FlushTrigger::Size)?;
+            } else if self.window.elapsed() >= self.cfg.flush_interval {
+                if self.pending.is_empty() {
+                    self.window = Instant::now();
+                } else {
+                    self.flush(FlushTrigger::Time)?;
+                }
+            }
+            self.lag.maybe_sample(&self.consumer, &self.cfg.topic, &self.next, &self.metrics);
+        }
+    }
+
+    fn consume_once(&mut self) {
+        let fullness = self.pending.bytes() as f64 / self.cfg.flush_size as f64;
+        let batch_size = adaptive_batch_size(self.cfg.consume_batch_size, fullness);
+        self.metrics.consume_batch_size.set(batch_size as i64);
+        let timeout = poll_timeout(self.cfg.flush_interval, self.window.elapsed());
+
+        let mut payloads: Vec<&[u8]> = Vec::with_capacity(batch_size);
+        let mut messages = Vec::with_capacity(batch_size);
+        let mut wait = timeout;
+        while messages.len() < batch_size {
+            match self.consumer.poll(wait) {
+                None => break,
+                Some(Ok(m)) => messages.push(m),
+                Some(Err(e)) => {
+                    self.metrics.errors.with_label_values(&["kafka"]).inc();
+                    tracing::warn!(error = %e, "consume error");
+                    break;
+                }
+            }
+            wait = Duration::ZERO;
+        }
+        self.health.record_poll();
+        if messages.is_empty() {
+            return;
+        }
+        let mut per_partition: HashMap<i32, u64> = HashMap::new();
+        for m in &messages {
+            *per_partition.entry(m.partition()).or_default() += 1;
+            self.pending.track(m.partition(), m.offset());
+            if let Some(p) = m.payload() {
+                payloads.push(p);
+            }
+        }
+        for (p, n) in per_partition {
+            self.metrics.records_consumed.with_label_values(&[&p.to_string()]).inc_by(n);
+        }
+        for m in &messages {
+            self.next.insert(m.partition(), m.offset() + 1);
+        }
+        let started = Instant::now();
+        let converted = convert(&payloads);
+        self.metrics.arrow_conversion_seconds.observe(started.elapsed().as_secs_f64());
+        drop(payloads);
+        drop(messages);
+        if converted.skipped_json_parse > 0 {
+            self.metrics
+                .records_skipped
+                .with_label_values(&[skip_reason::JSON_PARSE])
+                .inc_by(converted.skipped_json_parse as u64);
+        }
+        if let Some(batch) = converted.batch {
+            self.pending.push(batch, converted.arrow_bytes);
+        }
+        self.metrics.pending_bytes.set(self.pending.bytes() as i64);
+        self.metrics.buffer_fullness.set(self.pending.bytes() as f64 / self.cfg.flush_size as f64);
+    }
+
+    fn flush(&mut self, trigger: FlushTrigger) -> anyhow::Result<()> {
+        self.window = Instant::now();
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let ranges = self.pending.ranges(&self.cfg.topic);
+        let rows = self.pending.rows();
+        let bytes = self.pending.bytes();
+        let (schema, batches) = self.pending.take()?;
+        let desc = FlushDescriptor {
+            flush_id: uuid::Uuid::new_v4().to_string(),
+            trigger: trigger as i32,
+            ranges: ranges.clone(),
+            expected_rows: rows as u64,
+        };
+        let started = Instant::now();
+        let ack = self
+            .rt
+            .block_on(self.writer.send(&desc, schema, &batches, self.cfg.send_deadline))?;
+        drop(batches);
+        if self.cfg.failpoint.as_deref() == Some("kill_after_ack") {
+            tracing::warn!(flush_id = %desc.flush_id, "failpoint kill_after_ack: SIGKILL before the Kafka commit");
+            let _ = std::process::Command::new("kill").args(["-9", &std::process::id().to_string()]).status();
+        }
+        commit_offsets(&self.consumer, &ranges, &self.metrics)?;
+        self.metrics.batches_flushed.with_label_values(&[trigger.label()]).inc();
+        self.metrics.pending_bytes.set(0);
+        self.metrics.buffer_fullness.set(0.0);
+        tracing::info!(flush_id = %desc.flush_id, trigger = trigger.label(), rows, bytes,
+            written = ack.rows_written, outcome = ?ack.outcome(), partitions = ranges.len(),
+            ms = started.elapsed().as_millis() as u64, "flush acknowledged and committed");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_size_shrinks_with_fullness() {
+        assert_eq!(adaptive_batch_size(1000, 0.0), 1000);
+        assert_eq!(adaptive_batch_size(1000, 0.5), 500);
+        assert_eq!(adaptive_batch_size(1000, 0.999), 10);
+        assert_eq!(adaptive_batch_size(1000, 3.0), 10);
+    }
+
+    #[test]
+    fn timeout_bounds() {
+        let s = Duration::from_secs;
+        assert_eq!(poll_timeout(s(60), s(10)), s(50));
+        assert_eq!(poll_timeout(s(60), s(90)), Duration::from_millis(100));
+        assert_eq!(poll_timeout(s(600), s(0)), s(60));
+    }
+}

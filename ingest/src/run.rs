@@ -1,0 +1,88 @@
+//! The ingest binary: config, HTTP, resume points from Kafka and the lake,
+//! static assignment, then the consume loop until SIGTERM.
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use millpond_shared::config::Env;
+use millpond_shared::metrics::{new_registry, IngestMetrics};
+use rdkafka::consumer::Consumer as _;
+
+use crate::config::IngestConfig;
+use crate::flight::WriterClient;
+use crate::health::IngestHealth;
+use crate::kafka::{assign, build_consumer, my_partitions, resume_points};
+use crate::pipeline::Pipeline;
+
+pub fn main() -> ExitCode {
+    let cfg = match IngestConfig::from_env(&Env::from_process()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("millpond-ingest: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    millpond_shared::logging::init(&cfg.common);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match rt.block_on(run(cfg)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "ingest exiting with failure; uncommitted records will be replayed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
+    let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
+    let metrics = IngestMetrics::new(&registry);
+    let health = Arc::new(IngestHealth::default());
+    let http_addr: SocketAddr = format!("{}:{}", cfg.common.http_host, cfg.common.http_port).parse()?;
+    let http = millpond_shared::http::serve(http_addr, registry.clone(), health.clone()).await?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    tokio::spawn(async move {
+        millpond_shared::shutdown::signal().await;
+        flag.store(true, Ordering::SeqCst);
+    });
+
+    let mut writer = WriterClient::new(cfg.writer_addr.clone());
+    let lake = writer.recorded_offsets(&cfg.topic, cfg.send_deadline).await?;
+    tracing::info!(partitions_recorded = lake.len(), writer = %cfg.writer_addr, "read offsets recorded in the lake");
+
+    let handle = tokio::runtime::Handle::current();
+    let task_cfg = cfg.clone();
+    let task_metrics = metrics.clone();
+    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        let cfg = task_cfg;
+        let consumer = build_consumer(&cfg, crate::kafka::StatsContext { metrics: task_metrics.clone() })?;
+        let md = consumer.fetch_metadata(Some(&cfg.topic), Duration::from_secs(30))?;
+        let count = md
+            .topics()
+            .iter()
+            .find(|t| t.name() == cfg.topic)
+            .map(|t| t.partitions().len() as i32)
+            .filter(|n| *n > 0)
+            .ok_or_else(|| anyhow::anyhow!("topic {} has no partitions (does it exist?)", cfg.topic))?;
+        let mine = my_partitions(count, cfg.replica_count, cfg.ordinal);
+        let resume = resume_points(&consumer, &cfg.topic, &mine, cfg.auto_offset_reset, &lake, &task_metrics)?;
+        for r in &resume {
+            tracing::info!(partition = r.partition, resume = ?r.offset, committed = ?r.committed, lake_next = ?r.lake_next, "partition assigned");
+        }
+        assign(&consumer, &cfg.topic, &resume, cfg.auto_offset_reset)?;
+        let next: HashMap<i32, i64> = resume.iter().filter_map(|r| r.offset.map(|o| (r.partition, o))).collect();
+        tracing::info!(partitions = ?mine, of = count, ordinal = cfg.ordinal, http = %http, "consuming");
+        Pipeline::new(cfg, consumer, task_metrics, writer, handle, health, stop, next).run()
+    })
+    .await??;
+    tracing::info!("ingest stopped cleanly");
+    Ok(())
+}

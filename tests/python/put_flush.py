@@ -1,0 +1,27 @@
+"""DoPut one flush into a Millpond writer with pyarrow.flight, the way an
+operator replaying data by hand would, and print the writer's JSON ack."""
+import json
+import sys
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+addr, flush_id, partition, first, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+table = pa.table({
+    "id": pa.array(range(first, first + n), pa.int64()),
+    "name": pa.array([f"py-{i}" for i in range(first, first + n)]),
+    "score": pa.array([i / 2 for i in range(n)], pa.float64()),
+})
+cmd = json.dumps({
+    "flush_id": flush_id,
+    "trigger": "size",
+    "ranges": [{"topic": "events", "partition": partition, "first": first, "last": first + n - 1}],
+})
+client = flight.connect(f"grpc://{addr}")
+writer, reader = client.do_put(flight.FlightDescriptor.for_command(cmd.encode()), table.schema)
+# One un-split batch, larger than gRPC's default 4 MiB message limit when n is big.
+writer.write_table(table, max_chunksize=n)
+writer.done_writing()
+ack = reader.read()
+writer.close()
+print(ack.to_pybytes().decode())

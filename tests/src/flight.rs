@@ -1,0 +1,86 @@
+//! Flight client helpers: DoPut a flush, read the ack.
+use std::sync::Arc;
+
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::{FlightClient, FlightDescriptor};
+use futures::{StreamExt, TryStreamExt};
+use millpond_proto::{FlushAck, FlushDescriptor, FlushTrigger, OffsetRange, RecordedOffsets, RecordedOffsetsRequest};
+use prost::Message;
+
+pub async fn client(addr: &str) -> FlightClient {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    FlightClient::new(channel)
+}
+
+/// `n` rows {id: start.., name: "row-<id>"}.
+pub fn rows(start: i64, n: usize) -> RecordBatch {
+    let ids: Vec<i64> = (start..start + n as i64).collect();
+    let names: Vec<String> = ids.iter().map(|i| format!("row-{i}")).collect();
+    RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ])),
+        vec![Arc::new(Int64Array::from(ids)), Arc::new(StringArray::from(names))],
+    )
+    .unwrap()
+}
+
+pub fn descriptor(id: &str, ranges: Vec<OffsetRange>, rows: usize) -> FlushDescriptor {
+    FlushDescriptor {
+        flush_id: id.into(),
+        trigger: FlushTrigger::Size as i32,
+        ranges,
+        expected_rows: rows as u64,
+    }
+}
+
+/// DoPut one flush; Ok(ack) or the gRPC status.
+pub async fn put(
+    client: &mut FlightClient,
+    desc: &FlushDescriptor,
+    batches: Vec<RecordBatch>,
+) -> Result<FlushAck, tonic::Status> {
+    let schema = batches
+        .first()
+        .map(|b| b.schema())
+        .unwrap_or_else(|| Arc::new(Schema::empty()));
+    let fd = FlightDescriptor::new_cmd(desc.encode_to_vec());
+    let stream = FlightDataEncoderBuilder::new()
+        .with_schema(schema)
+        .with_flight_descriptor(Some(fd))
+        .build(futures::stream::iter(batches.into_iter().map(Ok)));
+    let results = match client.do_put(stream).await {
+        Ok(s) => s,
+        Err(e) => return Err(to_status(e)),
+    };
+    let results: Vec<_> = match results.try_collect().await {
+        Ok(r) => r,
+        Err(e) => return Err(to_status(e)),
+    };
+    assert_eq!(results.len(), 1, "exactly one PutResult per flush");
+    Ok(FlushAck::decode(results[0].app_metadata.as_ref()).expect("ack is a FlushAck"))
+}
+
+fn to_status(e: arrow_flight::error::FlightError) -> tonic::Status {
+    match e {
+        arrow_flight::error::FlightError::Tonic(s) => *s,
+        other => tonic::Status::unknown(other.to_string()),
+    }
+}
+
+pub async fn recorded(client: &mut FlightClient, topic: &str) -> Vec<OffsetRange> {
+    let body = RecordedOffsetsRequest { topic: topic.into() }.encode_to_vec();
+    let mut s = client
+        .do_action(arrow_flight::Action::new(millpond_proto::ACTION_RECORDED_OFFSETS, body))
+        .await
+        .unwrap();
+    let first = s.next().await.unwrap().unwrap();
+    RecordedOffsets::decode(first.as_ref()).unwrap().ranges
+}

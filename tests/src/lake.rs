@@ -1,0 +1,180 @@
+//! Lakes for tests: an embedded DuckLake in a temp dir, or a fresh Postgres
+//! database as catalog with data in a fresh moto S3 prefix.
+use std::path::PathBuf;
+use std::process::Command;
+
+use duckdb::{Config, Connection};
+
+use crate::{required_env, unique};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Embedded,
+    PostgresS3,
+}
+
+pub struct Lake {
+    pub backend: Backend,
+    pub table: String,
+    /// Env vars for a writer pointed at this lake.
+    pub env: Vec<(String, String)>,
+    pub dir: tempfile::TempDir,
+    pg_database: Option<String>,
+}
+
+pub fn extension_dir() -> String {
+    std::env::var("DUCKDB_EXTENSION_DIR").unwrap_or_else(|_| {
+        format!("{}/.cache/millpond/duckdb-extensions", std::env::var("HOME").unwrap())
+    })
+}
+
+fn psql(sql: &str) {
+    let dsn = format!(
+        "host={} port={} dbname={} user={} password={} sslmode=disable",
+        required_env("MILLPOND_TEST_PG_HOST"),
+        required_env("MILLPOND_TEST_PG_PORT"),
+        required_env("MILLPOND_TEST_PG_DB"),
+        required_env("MILLPOND_TEST_PG_USER"),
+        required_env("MILLPOND_TEST_PG_PASSWORD"),
+    );
+    let out = Command::new("psql")
+        .args([&dsn, "-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .output()
+        .expect("run psql");
+    assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Lake {
+    pub fn new(backend: Backend, table: &str) -> Lake {
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = vec![
+            ("DUCKLAKE_TABLE".into(), table.into()),
+            ("DUCKDB_EXTENSION_DIR".into(), extension_dir()),
+        ];
+        let mut pg_database = None;
+        match backend {
+            Backend::Embedded => {
+                env.push(("MILLPOND_LAKE_DIR".into(), dir.path().join("lake").display().to_string()));
+            }
+            Backend::PostgresS3 => {
+                let db = unique("lake");
+                psql(&format!("CREATE DATABASE {db}"));
+                pg_database = Some(db.clone());
+                let bucket = required_env("MILLPOND_TEST_S3_BUCKET");
+                env.extend(
+                    [
+                        ("DUCKLAKE_RDS_HOST", required_env("MILLPOND_TEST_PG_HOST")),
+                        ("DUCKLAKE_RDS_PORT", required_env("MILLPOND_TEST_PG_PORT")),
+                        ("DUCKLAKE_RDS_DATABASE", db),
+                        ("DUCKLAKE_RDS_USERNAME", required_env("MILLPOND_TEST_PG_USER")),
+                        ("DUCKLAKE_RDS_PASSWORD", required_env("MILLPOND_TEST_PG_PASSWORD")),
+                        ("DUCKLAKE_DATA_PATH", format!("s3://{bucket}/{}/", unique("data"))),
+                        ("DUCKDB_S3_ACCESS_KEY_ID", required_env("MILLPOND_TEST_S3_KEY_ID")),
+                        ("DUCKDB_S3_SECRET_ACCESS_KEY", required_env("MILLPOND_TEST_S3_SECRET")),
+                        ("DUCKDB_S3_REGION", required_env("MILLPOND_TEST_S3_REGION")),
+                        ("DUCKDB_S3_ENDPOINT", required_env("MILLPOND_TEST_S3_ENDPOINT")),
+                        ("DUCKDB_S3_USE_SSL", "false".into()),
+                        ("DUCKDB_S3_URL_STYLE", "path".into()),
+                    ]
+                    .map(|(k, v)| (k.to_owned(), v)),
+                );
+            }
+        }
+        Lake { backend, table: table.into(), env, dir, pg_database }
+    }
+
+    pub fn env_value(&self, key: &str) -> Option<&str> {
+        self.env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    pub fn with_env(mut self, key: &str, value: &str) -> Lake {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// A plain DuckDB session attached to the same lake, as a user would.
+    pub fn reader(&self) -> Connection {
+        let cfg = Config::default()
+            .with("extension_directory", extension_dir())
+            .unwrap()
+            .with("autoinstall_known_extensions", "false")
+            .unwrap();
+        let conn = Connection::open_in_memory_with_flags(cfg).unwrap();
+        conn.execute_batch("LOAD ducklake; LOAD postgres_scanner; LOAD httpfs;").unwrap();
+        let attach = match self.backend {
+            Backend::Embedded => {
+                let dir = PathBuf::from(self.env_value("MILLPOND_LAKE_DIR").unwrap());
+                format!(
+                    "ATTACH 'ducklake:{}' AS lake (DATA_PATH '{}/data/', READ_ONLY)",
+                    dir.join("catalog.ducklake").display(),
+                    dir.display()
+                )
+            }
+            Backend::PostgresS3 => {
+                conn.execute_batch(&format!(
+                    "CREATE SECRET (TYPE S3, KEY_ID '{}', SECRET '{}', ENDPOINT '{}', URL_STYLE 'path', USE_SSL false, REGION '{}')",
+                    required_env("MILLPOND_TEST_S3_KEY_ID"),
+                    required_env("MILLPOND_TEST_S3_SECRET"),
+                    required_env("MILLPOND_TEST_S3_ENDPOINT"),
+                    required_env("MILLPOND_TEST_S3_REGION"),
+                ))
+                .unwrap();
+                format!(
+                    "ATTACH 'ducklake:postgres:host={} port={} dbname={} user={} password={} sslmode=disable' AS lake (DATA_PATH '{}', READ_ONLY)",
+                    required_env("MILLPOND_TEST_PG_HOST"),
+                    required_env("MILLPOND_TEST_PG_PORT"),
+                    self.pg_database.as_ref().unwrap(),
+                    required_env("MILLPOND_TEST_PG_USER"),
+                    required_env("MILLPOND_TEST_PG_PASSWORD"),
+                    self.env_value("DUCKLAKE_DATA_PATH").unwrap(),
+                )
+            }
+        };
+        conn.execute_batch(&attach).unwrap();
+        conn
+    }
+
+    pub fn count(&self) -> i64 {
+        self.reader()
+            .query_row(&format!("SELECT count(*) FROM lake.main.{}", self.table), [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// Rows of `SELECT <expr> FROM table ORDER BY 1`, each as text.
+    pub fn column_text(&self, expr: &str) -> Vec<Option<String>> {
+        let conn = self.reader();
+        let mut stmt = conn
+            .prepare(&format!("SELECT ({expr})::VARCHAR FROM lake.main.{} ORDER BY 1", self.table))
+            .unwrap();
+        stmt.query_map([], |r| r.get::<_, Option<String>>(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// (column name, DuckDB type) of the table, in table order.
+    pub fn columns(&self) -> Vec<(String, String)> {
+        let conn = self.reader();
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog='lake' AND table_name='{}' ORDER BY ordinal_position",
+                self.table
+            ))
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+}
+
+impl Drop for Lake {
+    fn drop(&mut self) {
+        if let Some(db) = &self.pg_database {
+            if !std::thread::panicking() {
+                psql(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
+            }
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! A writer process pointed at a test lake.
+use std::time::Duration;
+
+use crate::lake::Lake;
+use crate::process::{free_port, wait_http_ok, Proc};
+
+pub struct Writer {
+    pub proc: Proc,
+    pub addr: String,
+    pub http_port: u16,
+}
+
+impl Writer {
+    pub fn start(lake: &Lake) -> Writer {
+        Self::start_with(lake, &[])
+    }
+
+    pub fn start_with(lake: &Lake, extra: &[(&str, &str)]) -> Writer {
+        let port = free_port();
+        let http_port = free_port();
+        let mut env = lake.env.clone();
+        env.push(("MILLPOND_WRITER_ADDR".into(), format!("127.0.0.1:{port}")));
+        env.push(("MILLPOND_WRITER_HTTP_PORT".into(), http_port.to_string()));
+        env.push(("MILLPOND_HTTP_HOST".into(), "127.0.0.1".into()));
+        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let mut proc = Proc::spawn("millpond-writer", &env, lake.dir.path());
+        wait_http_ok(&format!("http://127.0.0.1:{http_port}/readyz"), &mut proc, Duration::from_secs(60));
+        Writer { proc, addr: format!("127.0.0.1:{port}"), http_port }
+    }
+
+    /// SIGTERM and wait for a clean exit; an embedded lake can be read by
+    /// another process only once the writer released the catalog file.
+    pub fn stop(mut self) {
+        self.proc.signal("TERM");
+        let status = self.proc.wait_exit(Duration::from_secs(30));
+        assert!(status.success(), "writer exited with {status}: {}", self.proc.logs());
+    }
+
+    pub fn metrics(&self) -> String {
+        crate::scrape::metrics(self.http_port)
+    }
+
+    pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        crate::scrape::metric(&self.metrics(), name, labels).unwrap_or(0.0)
+    }
+}
