@@ -27,7 +27,7 @@ pub enum SendError {
 
 pub struct WriterClient {
     addr: String,
-    client: Option<FlightClient>,
+    channel: Option<tonic::transport::Channel>,
 }
 
 /// Resend ladder: 1 s doubling to 30 s, jittered upward.
@@ -41,20 +41,20 @@ enum Attempt<T> {
 
 impl WriterClient {
     pub fn new(addr: impl Into<String>) -> Self {
-        WriterClient { addr: addr.into(), client: None }
+        WriterClient { addr: addr.into(), channel: None }
     }
 
-    async fn connect(&mut self) -> Result<&mut FlightClient, String> {
-        if self.client.is_none() {
+    async fn connect(&mut self) -> Result<FlightClient, String> {
+        if self.channel.is_none() {
             let channel = tonic::transport::Channel::from_shared(format!("http://{}", self.addr))
                 .map_err(|e| e.to_string())?
                 .connect_timeout(Duration::from_secs(5))
                 .connect()
                 .await
                 .map_err(|e| format!("connect {}: {e}", self.addr))?;
-            self.client = Some(FlightClient::new(channel));
+            self.channel = Some(channel);
         }
-        Ok(self.client.as_mut().expect("just connected"))
+        Ok(FlightClient::new(self.channel.clone().expect("just connected")))
     }
 
     async fn retrying<T, F, Fut>(&mut self, deadline: Duration, what: &str, mut op: F) -> Result<T, SendError>
@@ -66,14 +66,14 @@ impl WriterClient {
         let mut failed = 0u32;
         loop {
             let outcome = match self.connect().await {
-                Ok(c) => op(c.clone()).await,
+                Ok(c) => op(c).await,
                 Err(e) => Attempt::Retry(e),
             };
             match outcome {
                 Attempt::Done(v) => return Ok(v),
                 Attempt::Fatal(e) => return Err(e),
                 Attempt::Retry(why) => {
-                    self.client = None;
+                    self.channel = None;
                     let delay = RESEND.delay(failed.min(10), None).unwrap_or(Duration::from_secs(30));
                     if start.elapsed() + delay > deadline {
                         return Err(SendError::Deadline(deadline, why));

@@ -63,7 +63,7 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
 
     let fatal = tokio::select! {
         _ = millpond_shared::shutdown::signal() => None,
-        _ = fatal_rx.wait_for(Option::is_some) => fatal_rx.borrow().clone(),
+        r = fatal_rx.wait_for(Option::is_some) => r.ok().and_then(|v| v.clone()),
     };
     if fatal.is_some() {
         // Let the failed DoPut's status reach the client before exiting.

@@ -3,6 +3,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use millpond_shared::metrics::IngestMetrics;
+use rdkafka::consumer::Consumer as _;
 
 use super::client::Consumer;
 

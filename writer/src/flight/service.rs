@@ -47,7 +47,14 @@ impl WriterService {
             metrics,
             health,
             fatal,
+            failpoint: None,
         }
+    }
+
+    /// Installs a test failpoint (see `WriterConfig::failpoint`).
+    pub fn with_failpoint(mut self, failpoint: Option<String>) -> Self {
+        self.failpoint = failpoint;
+        self
     }
 
     fn failure_status(&self, flush_id: &str, f: &WriteFailure) -> Status {

@@ -93,7 +93,8 @@ impl DuckLakeSink {
             return Ok(());
         }
         let sql = self.offsets.create_sql();
-        let conn = self.session()?;
+        self.session()?;
+        let conn = self.conn.as_ref().expect("session open");
         if self.cfg.schema != "main" {
             let _ = conn.execute_batch(&format!(
                 "CREATE SCHEMA IF NOT EXISTS lake.{}",
