@@ -112,13 +112,12 @@ fn event(rng: &mut Rng, i: usize) -> String {
     );
     let _ = write!(
         e,
-        r#""$session_id":"{session}","$window_id":"{window}","$pageview_id":"{pv}","#,
+        r#""$session_id":"{session}","$window_id":"{window}","#,
         window = rng.uuid(),
-        pv = rng.uuid(),
     );
     let _ = write!(
         e,
-        r#""$referrer":"https://www.google.com/","$referring_domain":"www.google.com","$raw_user_agent":"{USER_AGENT}","#,
+        r#""$referrer":"https://www.google.com/","$raw_user_agent":"{USER_AGENT}","#,
     );
     let _ = write!(
         e,
@@ -131,7 +130,7 @@ fn event(rng: &mut Rng, i: usize) -> String {
     );
     let _ = write!(
         e,
-        r#""utm_source":{utm},"utm_medium":null,"$geoip_city_name":"Berlin","$geoip_country_code":"DE","$geoip_latitude":52.52{lat},"$geoip_longitude":13.40{lon},"#,
+        r#""utm_source":{utm},"utm_medium":null,"$geoip_country_code":"DE","$geoip_latitude":52.52{lat},"$geoip_longitude":13.40{lon},"#,
         utm = if rng.below(3) == 0 {
             r#""newsletter""#
         } else {
@@ -140,18 +139,13 @@ fn event(rng: &mut Rng, i: usize) -> String {
         lat = rng.below(100),
         lon = rng.below(100),
     );
+    let _ = write!(e, r#""token":"phc_{token:x}"}},"#, token = rng.next(),);
     let _ = write!(
         e,
-        r#""$configured_session_timeout_ms":1800000,"$sent_at":"2025-01-15T12:00:00.000Z","token":"phc_{token:x}"}},"#,
-        token = rng.next(),
-    );
-    let _ = write!(
-        e,
-        r#""person_properties":{{"email":"user{i}@example.com","name":"User {i}","plan":"{plan}","$initial_browser":"{browser}","$initial_os":"{os}","created_at":"2024-11-0{d}T10:00:00Z","seats":{seats}}},"#,
+        r#""person_properties":{{"email":"user{i}@example.com","name":"User {i}","plan":"{plan}","$initial_browser":"{browser}","$initial_os":"{os}","seats":{seats}}},"#,
         plan = rng.pick(&["free", "pro", "enterprise"]),
         browser = rng.pick(BROWSERS),
         os = rng.pick(OSES),
-        d = 1 + rng.below(9),
         seats = 1 + rng.below(50),
     );
     let _ = write!(
@@ -159,7 +153,7 @@ fn event(rng: &mut Rng, i: usize) -> String {
         r#""elements_chain":"button.btn.btn-primary:attr__class=\"btn btn-primary\"attr__data-attr=\"signup-{n}\"nth-child=\"2\"nth-of-type=\"1\"text=\"Sign up\";div.hero:nth-child=\"1\";body""#,
         n = rng.below(20),
     );
-    if i % 7 == 0 {
+    if i.is_multiple_of(7) {
         e.push_str(r#","$set":{"plan":"pro"},"ip":null"#);
     }
     e.push('}');

@@ -5,8 +5,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Builder, GenericStringBuilder, Int64Builder,
-    OffsetSizeTrait,
+    ArrayRef, BooleanBuilder, Float64Builder, GenericStringBuilder, Int64Builder, OffsetSizeTrait,
 };
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};

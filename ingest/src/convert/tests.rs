@@ -29,11 +29,19 @@ fn batch(payloads: &[&str]) -> RecordBatch {
 }
 
 fn names(b: &RecordBatch) -> Vec<String> {
-    b.schema().fields().iter().map(|f| f.name().clone()).collect()
+    b.schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect()
 }
 
 fn dtype(b: &RecordBatch, name: &str) -> DataType {
-    b.schema().field_with_name(name).unwrap().data_type().clone()
+    b.schema()
+        .field_with_name(name)
+        .unwrap()
+        .data_type()
+        .clone()
 }
 
 fn ints(b: &RecordBatch, name: &str) -> Vec<Option<i64>> {
@@ -47,7 +55,11 @@ fn floats(b: &RecordBatch, name: &str) -> Vec<Option<f64>> {
 }
 
 fn bools(b: &RecordBatch, name: &str) -> Vec<Option<bool>> {
-    b.column_by_name(name).unwrap().as_boolean().iter().collect()
+    b.column_by_name(name)
+        .unwrap()
+        .as_boolean()
+        .iter()
+        .collect()
 }
 
 fn strs(b: &RecordBatch, name: &str) -> Vec<Option<String>> {
@@ -138,7 +150,10 @@ fn mixed_kinds_become_json_text() {
     assert_eq!(strs(&b, "sn"), [s("a"), s("42"), None, None, None]);
     assert_eq!(strs(&b, "bi"), [s("true"), s("1"), None, None, None]);
     // Numbers are rendered exactly as written.
-    assert_eq!(strs(&b, "fb"), [s("1.5"), s("false"), s("1.50"), None, None]);
+    assert_eq!(
+        strs(&b, "fb"),
+        [s("1.5"), s("false"), s("1.50"), None, None]
+    );
     assert_eq!(
         strs(&b, "all"),
         [s("42"), s("s"), s("true"), s("-1.5e-3"), s("[1,2]")]
@@ -244,7 +259,12 @@ fn invalid_and_non_object_payloads_are_skipped() {
     assert_eq!(ints(&b, "ok"), [Some(1), Some(2)]);
     for p in bad {
         let one = convert(&[*p]);
-        assert_eq!(one.skipped_json_parse, 1, "{:?}", String::from_utf8_lossy(p));
+        assert_eq!(
+            one.skipped_json_parse,
+            1,
+            "{:?}",
+            String::from_utf8_lossy(p)
+        );
         assert!(one.batch.is_none());
     }
 }
@@ -668,7 +688,11 @@ fn check_against_oracle(b: &RecordBatch, rows: &[serde_json::Map<String, Value>]
                     }
                 }
             };
-            assert!(ok, "{name} row {row}: expected {v}, got {:?}", col.slice(row, 1));
+            assert!(
+                ok,
+                "{name} row {row}: expected {v}, got {:?}",
+                col.slice(row, 1)
+            );
         }
     }
 }
@@ -678,7 +702,9 @@ fn property_json_ish_payloads_match_serde_json() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut accepted = 0;
     for _ in 0..400 {
-        let payloads: Vec<Vec<u8>> = (0..1 + rng.below(24)).map(|_| gen_payload(&mut rng)).collect();
+        let payloads: Vec<Vec<u8>> = (0..1 + rng.below(24))
+            .map(|_| gen_payload(&mut rng))
+            .collect();
         let mut expected_rows = Vec::new();
         let mut comparable = true;
         for p in &payloads {

@@ -20,9 +20,33 @@ fn libpq_value(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
+/// Masks the value after every `password=` (quoted or not).
+fn mask_passwords(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(i) = rest.find("password=") {
+        let (head, tail) = rest.split_at(i + "password=".len());
+        out.push_str(head);
+        let end = if let Some(quoted) = tail.strip_prefix('\'') {
+            let mut j = 0;
+            let b = quoted.as_bytes();
+            while j < b.len() && !(b[j] == b'\'' && (j == 0 || b[j - 1] != b'\\')) {
+                j += 1;
+            }
+            (j + 2).min(tail.len())
+        } else {
+            tail.find(|c: char| c.is_whitespace() || c == '"').unwrap_or(tail.len())
+        };
+        out.push_str("***");
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Removes every secret of the config from a message.
 pub fn scrub(cfg: &DuckLakeConfig, msg: &str) -> String {
-    let mut out = msg.to_owned();
+    let mut out = mask_passwords(msg);
     if let Catalog::Postgres { password, .. } = &cfg.catalog {
         out = password.scrub(&out);
     }
@@ -151,4 +175,18 @@ fn attach(cfg: &DuckLakeConfig, conn: &Connection) -> Result<(), SinkError> {
         "attach DuckLake catalog failed: {}",
         last.unwrap_or_default()
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mask_passwords;
+
+    #[test]
+    fn passwords_are_masked_quoted_or_not() {
+        assert_eq!(
+            mask_passwords("at \"host='h' password='a\\'b' sslmode=prefer\" x password=pw y"),
+            "at \"host='h' password=*** sslmode=prefer\" x password=*** y"
+        );
+        assert_eq!(mask_passwords("no secrets"), "no secrets");
+    }
 }
