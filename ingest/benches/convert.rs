@@ -91,7 +91,7 @@ fn event(rng: &mut Rng, i: usize) -> String {
     );
     let _ = write!(
         e,
-        r#""$device_type":"Desktop","$current_url":"https://app.example.com{path}","$host":"app.example.com","$pathname":"{path}","#,
+        r#""$device_type":"Desktop","$current_url":"https://app.example.com{path}","$pathname":"{path}","#,
     );
     let _ = write!(
         e,
@@ -110,15 +110,8 @@ fn event(rng: &mut Rng, i: usize) -> String {
         t = 1_736_000_000 + rng.below(2_000_000),
         frac = rng.below(1000),
     );
-    let _ = write!(
-        e,
-        r#""$session_id":"{session}","$window_id":"{window}","#,
-        window = rng.uuid(),
-    );
-    let _ = write!(
-        e,
-        r#""$referrer":"https://www.google.com/","$raw_user_agent":"{USER_AGENT}","#,
-    );
+    let _ = write!(e, r#""$session_id":"{session}","#,);
+    let _ = write!(e, r#""$raw_user_agent":"{USER_AGENT}","#,);
     let _ = write!(
         e,
         r#""$is_identified":{ident},"$timezone":"Europe/Berlin","$timezone_offset":-60,"#,
@@ -139,18 +132,17 @@ fn event(rng: &mut Rng, i: usize) -> String {
         lat = rng.below(100),
         lon = rng.below(100),
     );
-    let _ = write!(e, r#""token":"phc_{token:x}"}},"#, token = rng.next(),);
+    let _ = write!(e, r#""token":"phc_{token:x}"}},"#, token = rng.next());
     let _ = write!(
         e,
-        r#""person_properties":{{"email":"user{i}@example.com","name":"User {i}","plan":"{plan}","$initial_browser":"{browser}","$initial_os":"{os}","seats":{seats}}},"#,
+        r#""person_properties":{{"email":"user{i}@example.com","name":"User {i}","plan":"{plan}","$initial_browser":"{browser}","seats":{seats}}},"#,
         plan = rng.pick(&["free", "pro", "enterprise"]),
         browser = rng.pick(BROWSERS),
-        os = rng.pick(OSES),
         seats = 1 + rng.below(50),
     );
     let _ = write!(
         e,
-        r#""elements_chain":"button.btn.btn-primary:attr__class=\"btn btn-primary\"attr__data-attr=\"signup-{n}\"nth-child=\"2\"nth-of-type=\"1\"text=\"Sign up\";div.hero:nth-child=\"1\";body""#,
+        r#""elements_chain":"button.btn.btn-primary:attr__class=\"btn btn-primary\"attr__data-attr=\"signup-{n}\"nth-child=\"2\"nth-of-type=\"1\"text=\"Sign up\";body""#,
         n = rng.below(20),
     );
     if i.is_multiple_of(7) {

@@ -68,7 +68,9 @@ impl Pending {
 fn merge(a: &DataType, b: &DataType) -> DataType {
     match (a, b) {
         _ if a == b => a.clone(),
-        (DataType::Int64, DataType::Float64) | (DataType::Float64, DataType::Int64) => DataType::Float64,
+        (DataType::Int64, DataType::Float64) | (DataType::Float64, DataType::Int64) => {
+            DataType::Float64
+        }
         _ => DataType::Utf8,
     }
 }
@@ -87,7 +89,10 @@ pub fn unify(batches: Vec<RecordBatch>) -> Result<(SchemaRef, Vec<RecordBatch>),
         }
     }
     let schema: SchemaRef = Arc::new(Schema::new(
-        fields.iter().map(|(n, t)| Field::new(n, t.clone(), true)).collect::<Vec<_>>(),
+        fields
+            .iter()
+            .map(|(n, t)| Field::new(n, t.clone(), true))
+            .collect::<Vec<_>>(),
     ));
     let mut out = Vec::with_capacity(batches.len());
     for b in batches {
@@ -126,10 +131,18 @@ mod tests {
         ]);
         let b3 = b(vec![("b", Arc::new(Int64Array::from(vec![7])) as ArrayRef)]);
         let (schema, out) = unify(vec![b1, b2, b3]).unwrap();
-        let names: Vec<_> = schema.fields().iter().map(|f| (f.name().as_str(), f.data_type().clone())).collect();
+        let names: Vec<_> = schema
+            .fields()
+            .iter()
+            .map(|f| (f.name().as_str(), f.data_type().clone()))
+            .collect();
         assert_eq!(names, vec![("a", DataType::Float64), ("b", DataType::Utf8)]);
         assert_eq!(out.len(), 3);
-        let b3b = out[2].column(1).as_any().downcast_ref::<StringArray>().unwrap();
+        let b3b = out[2]
+            .column(1)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
         assert_eq!(b3b.value(0), "7");
         assert!(out[2].column(0).is_null(0));
     }
@@ -140,7 +153,13 @@ mod tests {
         for (part, off) in [(1, 10), (0, 5), (1, 11), (0, 6), (1, 12)] {
             p.track(part, off);
         }
-        assert_eq!(p.ranges("t"), vec![OffsetRange::new("t", 0, 5, 6), OffsetRange::new("t", 1, 10, 12)]);
+        assert_eq!(
+            p.ranges("t"),
+            vec![
+                OffsetRange::new("t", 0, 5, 6),
+                OffsetRange::new("t", 1, 10, 12)
+            ]
+        );
         p.take().unwrap();
         assert!(p.is_empty());
     }

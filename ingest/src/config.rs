@@ -43,7 +43,11 @@ pub const LIVENESS: Duration = Duration::from_secs(480);
 
 /// `millpond-3` -> 3; None without a trailing number.
 pub fn ordinal_from(name: &str) -> Option<i32> {
-    let digits: String = name.chars().rev().take_while(char::is_ascii_digit).collect();
+    let digits: String = name
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect();
     if digits.is_empty() || !name[..name.len() - digits.len()].ends_with('-') {
         return None;
     }
@@ -51,7 +55,11 @@ pub fn ordinal_from(name: &str) -> Option<i32> {
 }
 
 fn destination_table(r: &mut EnvReader<'_>, destination: &str) -> String {
-    let var = if destination == "hoglake" { "HOGLAKE_TABLE" } else { "DUCKLAKE_TABLE" };
+    let var = if destination == "hoglake" {
+        "HOGLAKE_TABLE"
+    } else {
+        "DUCKLAKE_TABLE"
+    };
     r.required(var).unwrap_or_default()
 }
 
@@ -62,7 +70,11 @@ impl IngestConfig {
         let topic = r.required("KAFKA_TOPIC").unwrap_or_default();
         let replica_count = match r.required("REPLICA_COUNT") {
             Some(_) => r.parse_or("REPLICA_COUNT", 1i32, |v| {
-                if *v > 0 { Ok(()) } else { Err("must be a positive integer".into()) }
+                if *v > 0 {
+                    Ok(())
+                } else {
+                    Err("must be a positive integer".into())
+                }
             }),
             None => 1,
         };
@@ -83,7 +95,10 @@ impl IngestConfig {
                 0
             }
             None => {
-                r.errors.push("POD_NAME", format!("{pod:?} does not end in -<ordinal> (from POD_NAME or HOSTNAME)"));
+                r.errors.push(
+                    "POD_NAME",
+                    format!("{pod:?} does not end in -<ordinal> (from POD_NAME or HOSTNAME)"),
+                );
                 0
             }
         };
@@ -101,14 +116,28 @@ impl IngestConfig {
                 "is not accepted; set KAFKA_AUTO_OFFSET_RESET (earliest or latest) instead",
             );
         }
-        let auto_offset_reset = match r.choice("KAFKA_AUTO_OFFSET_RESET", "earliest", &["earliest", "latest"]).as_str() {
+        let auto_offset_reset = match r
+            .choice(
+                "KAFKA_AUTO_OFFSET_RESET",
+                "earliest",
+                &["earliest", "latest"],
+            )
+            .as_str()
+        {
             "latest" => OffsetReset::Latest,
             _ => OffsetReset::Earliest,
         };
         let consumer_overrides = env
             .with_prefix("KAFKA_CONSUMER_")
             .filter(|(k, _)| *k != "KAFKA_CONSUMER_AUTO_OFFSET_RESET")
-            .map(|(k, v)| (k["KAFKA_CONSUMER_".len()..].to_ascii_lowercase().replace('_', "."), v.to_owned()))
+            .map(|(k, v)| {
+                (
+                    k["KAFKA_CONSUMER_".len()..]
+                        .to_ascii_lowercase()
+                        .replace('_', "."),
+                    v.to_owned(),
+                )
+            })
             .collect();
         let consume_batch_size = r.positive_u64("CONSUME_BATCH_SIZE", 1000) as usize;
         let fetch_min_bytes = r.positive_u64("FETCH_MIN_BYTES", 1_048_576);
@@ -116,15 +145,22 @@ impl IngestConfig {
         let stats_interval_ms = r.parse_or("STATS_INTERVAL_MS", 5000u64, |_| Ok(()));
         let writer_addr = r.string_or("MILLPOND_WRITER_ADDR", "127.0.0.1:50051");
         if writer_addr.parse::<std::net::SocketAddr>().is_err() && !writer_addr.contains(':') {
-            r.errors.push("MILLPOND_WRITER_ADDR", format!("must be host:port (got {writer_addr:?})"));
+            r.errors.push(
+                "MILLPOND_WRITER_ADDR",
+                format!("must be host:port (got {writer_addr:?})"),
+            );
         }
-        let send_deadline = Duration::from_secs(r.parse_or("MILLPOND_WRITER_SEND_DEADLINE_S", 420u64, |v| {
-            if *v > 0 && *v < LIVENESS.as_secs() {
-                Ok(())
-            } else {
-                Err(format!("must be between 1 and {} (the liveness budget)", LIVENESS.as_secs() - 1))
-            }
-        }));
+        let send_deadline =
+            Duration::from_secs(r.parse_or("MILLPOND_WRITER_SEND_DEADLINE_S", 420u64, |v| {
+                if *v > 0 && *v < LIVENESS.as_secs() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "must be between 1 and {} (the liveness budget)",
+                        LIVENESS.as_secs() - 1
+                    ))
+                }
+            }));
         let failpoint = r.optional("MILLPOND_FAILPOINT");
         r.finish()?;
         Ok(IngestConfig {
@@ -219,12 +255,18 @@ mod tests {
         let mut env = base();
         env.push(("KAFKA_CONSUMER_SECURITY_PROTOCOL", "SASL_SSL"));
         let cfg = IngestConfig::from_env(&Env::from_pairs(env)).unwrap();
-        assert_eq!(cfg.consumer_overrides, vec![("security.protocol".into(), "SASL_SSL".into())]);
+        assert_eq!(
+            cfg.consumer_overrides,
+            vec![("security.protocol".into(), "SASL_SSL".into())]
+        );
         assert_eq!(ordinal_from("millpond-events-12"), Some(12));
         assert_eq!(ordinal_from("millpond"), None);
         let mut env = base();
         env.push(("POD_NAME", "millpond-2"));
         let env = Env::from_pairs(env);
-        assert!(IngestConfig::from_env(&env).is_err(), "ordinal 2 with 2 replicas");
+        assert!(
+            IngestConfig::from_env(&env).is_err(),
+            "ordinal 2 with 2 replicas"
+        );
     }
 }

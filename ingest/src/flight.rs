@@ -9,8 +9,8 @@ use arrow_flight::error::FlightError;
 use arrow_flight::{Action, FlightClient, FlightDescriptor};
 use futures::TryStreamExt;
 use millpond_proto::{
-    ErrorKind, FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets, RecordedOffsetsRequest, WriteError,
-    ACTION_RECORDED_OFFSETS,
+    ErrorKind, FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets, RecordedOffsetsRequest,
+    WriteError, ACTION_RECORDED_OFFSETS,
 };
 use millpond_shared::retry::Ladder;
 use prost::Message;
@@ -31,7 +31,11 @@ pub struct WriterClient {
 }
 
 /// Resend ladder: 1 s doubling to 30 s, jittered upward.
-const RESEND: Ladder = Ladder { attempts: u32::MAX, base: Duration::from_secs(1), jitter: 0.25 };
+const RESEND: Ladder = Ladder {
+    attempts: u32::MAX,
+    base: Duration::from_secs(1),
+    jitter: 0.25,
+};
 
 enum Attempt<T> {
     Done(T),
@@ -41,7 +45,10 @@ enum Attempt<T> {
 
 impl WriterClient {
     pub fn new(addr: impl Into<String>) -> Self {
-        WriterClient { addr: addr.into(), channel: None }
+        WriterClient {
+            addr: addr.into(),
+            channel: None,
+        }
     }
 
     async fn connect(&mut self) -> Result<FlightClient, String> {
@@ -54,10 +61,17 @@ impl WriterClient {
                 .map_err(|e| format!("connect {}: {e}", self.addr))?;
             self.channel = Some(channel);
         }
-        Ok(FlightClient::new(self.channel.clone().expect("just connected")))
+        Ok(FlightClient::new(
+            self.channel.clone().expect("just connected"),
+        ))
     }
 
-    async fn retrying<T, F, Fut>(&mut self, deadline: Duration, what: &str, mut op: F) -> Result<T, SendError>
+    async fn retrying<T, F, Fut>(
+        &mut self,
+        deadline: Duration,
+        what: &str,
+        mut op: F,
+    ) -> Result<T, SendError>
     where
         F: FnMut(FlightClient) -> Fut,
         Fut: std::future::Future<Output = Attempt<T>>,
@@ -74,7 +88,9 @@ impl WriterClient {
                 Attempt::Fatal(e) => return Err(e),
                 Attempt::Retry(why) => {
                     self.channel = None;
-                    let delay = RESEND.delay(failed.min(10), None).unwrap_or(Duration::from_secs(30));
+                    let delay = RESEND
+                        .delay(failed.min(10), None)
+                        .unwrap_or(Duration::from_secs(30));
                     if start.elapsed() + delay > deadline {
                         return Err(SendError::Deadline(deadline, why));
                     }
@@ -88,12 +104,22 @@ impl WriterClient {
     }
 
     /// Offsets the lake recorded per partition; waits for the writer.
-    pub async fn recorded_offsets(&mut self, topic: &str, deadline: Duration) -> Result<Vec<OffsetRange>, SendError> {
-        let body = RecordedOffsetsRequest { topic: topic.into() }.encode_to_vec();
+    pub async fn recorded_offsets(
+        &mut self,
+        topic: &str,
+        deadline: Duration,
+    ) -> Result<Vec<OffsetRange>, SendError> {
+        let body = RecordedOffsetsRequest {
+            topic: topic.into(),
+        }
+        .encode_to_vec();
         self.retrying(deadline, "recorded-offsets", |mut c| {
             let body = body.clone();
             async move {
-                let stream = match c.do_action(Action::new(ACTION_RECORDED_OFFSETS, body)).await {
+                let stream = match c
+                    .do_action(Action::new(ACTION_RECORDED_OFFSETS, body))
+                    .await
+                {
                     Ok(s) => s,
                     Err(e) => return Attempt::Retry(e.to_string()),
                 };
@@ -121,17 +147,22 @@ impl WriterClient {
         let cmd = desc.encode_to_vec();
         self.retrying(deadline, "flush", |mut c| {
             let fd = FlightDescriptor::new_cmd(cmd.clone());
+            // The encoder needs an owned stream; cloning batches is cheap (Arc'd buffers).
+            let owned: Vec<RecordBatch> = batches.to_vec();
             let stream = FlightDataEncoderBuilder::new()
                 .with_schema(schema.clone())
                 .with_flight_descriptor(Some(fd))
-                .build(futures::stream::iter(batches.to_vec().into_iter().map(Ok)));
+                .build(futures::stream::iter(owned.into_iter().map(Ok)));
             async move {
                 let result = match c.do_put(stream).await {
                     Ok(s) => s.try_collect::<Vec<_>>().await,
                     Err(e) => Err(e),
                 };
                 match result {
-                    Ok(results) => match results.first().map(|r| FlushAck::decode(r.app_metadata.as_ref())) {
+                    Ok(results) => match results
+                        .first()
+                        .map(|r| FlushAck::decode(r.app_metadata.as_ref()))
+                    {
                         Some(Ok(ack)) => Attempt::Done(ack),
                         _ => Attempt::Retry("writer answered without an acknowledgement".into()),
                     },
@@ -147,10 +178,16 @@ fn classify<T>(e: FlightError) -> Attempt<T> {
     if let FlightError::Tonic(status) = &e {
         if let Ok(w) = WriteError::decode(status.details()) {
             if !status.details().is_empty() && w.kind() == ErrorKind::Permanent {
-                return Attempt::Fatal(SendError::Permanent { error_type: w.error_type, message: w.message });
+                return Attempt::Fatal(SendError::Permanent {
+                    error_type: w.error_type,
+                    message: w.message,
+                });
             }
         }
-        if matches!(status.code(), tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition) {
+        if matches!(
+            status.code(),
+            tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition
+        ) {
             return Attempt::Fatal(SendError::Permanent {
                 error_type: "rejected".into(),
                 message: status.message().to_owned(),

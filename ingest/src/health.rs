@@ -13,12 +13,19 @@ pub struct IngestHealth {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
 }
 
 impl Default for IngestHealth {
     fn default() -> Self {
-        IngestHealth { started: AtomicBool::new(false), last_poll_ms: AtomicU64::new(0), budget: LIVENESS }
+        IngestHealth {
+            started: AtomicBool::new(false),
+            last_poll_ms: AtomicU64::new(0),
+            budget: LIVENESS,
+        }
     }
 }
 
@@ -49,7 +56,10 @@ mod tests {
 
     #[test]
     fn unhealthy_until_first_poll_and_after_budget() {
-        let h = IngestHealth { budget: Duration::from_millis(50), ..Default::default() };
+        let h = IngestHealth {
+            budget: Duration::from_millis(50),
+            ..Default::default()
+        };
         assert!(h.live().is_err());
         h.record_poll();
         assert!(h.live().is_ok());

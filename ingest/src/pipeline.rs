@@ -31,6 +31,9 @@ pub struct Pipeline {
     lag: LagSampler,
 }
 
+/// Longest single wait inside one consume call, so shutdown is prompt.
+const STOP_CHECK: Duration = Duration::from_millis(250);
+
 /// max(10, CONSUME_BATCH_SIZE x (1 - fullness)).
 pub fn adaptive_batch_size(configured: usize, fullness: f64) -> usize {
     ((configured as f64 * (1.0 - fullness.clamp(0.0, 1.0))) as usize).max(10)
@@ -77,7 +80,10 @@ impl Pipeline {
     pub fn run(&mut self) -> anyhow::Result<()> {
         loop {
             if self.stop.load(Ordering::SeqCst) {
-                tracing::info!(pending_rows = self.pending.rows(), "shutting down: final flush");
+                tracing::info!(
+                    pending_rows = self.pending.rows(),
+                    "shutting down: final flush"
+                );
                 self.flush(FlushTrigger::Shutdown)?;
                 return Ok(());
             }
@@ -91,7 +97,8 @@ impl Pipeline {
                     self.flush(FlushTrigger::Time)?;
                 }
             }
-            self.lag.maybe_sample(&self.consumer, &self.cfg.topic, &self.next, &self.metrics);
+            self.lag
+                .maybe_sample(&self.consumer, &self.cfg.topic, &self.next, &self.metrics);
         }
     }
 
@@ -103,9 +110,22 @@ impl Pipeline {
 
         let mut payloads: Vec<&[u8]> = Vec::with_capacity(batch_size);
         let mut messages = Vec::with_capacity(batch_size);
-        let mut wait = timeout;
+        // The first message may take up to `timeout`; wait in short slices so
+        // SIGTERM is noticed promptly. The rest of the batch is what is ready.
+        let deadline = Instant::now() + timeout;
+        let mut wait = timeout.min(STOP_CHECK);
         while messages.len() < batch_size {
             match self.consumer.poll(wait) {
+                None if messages.is_empty()
+                    && !self.stop.load(Ordering::SeqCst)
+                    && Instant::now() < deadline =>
+                {
+                    self.health.record_poll();
+                    wait = deadline
+                        .saturating_duration_since(Instant::now())
+                        .min(STOP_CHECK);
+                    continue;
+                }
                 None => break,
                 Some(Ok(m)) => messages.push(m),
                 Some(Err(e)) => {
@@ -129,14 +149,19 @@ impl Pipeline {
             }
         }
         for (p, n) in per_partition {
-            self.metrics.records_consumed.with_label_values(&[&p.to_string()]).inc_by(n);
+            self.metrics
+                .records_consumed
+                .with_label_values(&[&p.to_string()])
+                .inc_by(n);
         }
         for m in &messages {
             self.next.insert(m.partition(), m.offset() + 1);
         }
         let started = Instant::now();
         let converted = convert(&payloads);
-        self.metrics.arrow_conversion_seconds.observe(started.elapsed().as_secs_f64());
+        self.metrics
+            .arrow_conversion_seconds
+            .observe(started.elapsed().as_secs_f64());
         drop(payloads);
         drop(messages);
         if converted.skipped_json_parse > 0 {
@@ -149,7 +174,9 @@ impl Pipeline {
             self.pending.push(batch, converted.arrow_bytes);
         }
         self.metrics.pending_bytes.set(self.pending.bytes() as i64);
-        self.metrics.buffer_fullness.set(self.pending.bytes() as f64 / self.cfg.flush_size as f64);
+        self.metrics
+            .buffer_fullness
+            .set(self.pending.bytes() as f64 / self.cfg.flush_size as f64);
     }
 
     fn flush(&mut self, trigger: FlushTrigger) -> anyhow::Result<()> {
@@ -168,16 +195,23 @@ impl Pipeline {
             expected_rows: rows as u64,
         };
         let started = Instant::now();
-        let ack = self
-            .rt
-            .block_on(self.writer.send(&desc, schema, &batches, self.cfg.send_deadline))?;
+        let ack =
+            self.rt.block_on(
+                self.writer
+                    .send(&desc, schema, &batches, self.cfg.send_deadline),
+            )?;
         drop(batches);
         if self.cfg.failpoint.as_deref() == Some("kill_after_ack") {
             tracing::warn!(flush_id = %desc.flush_id, "failpoint kill_after_ack: SIGKILL before the Kafka commit");
-            let _ = std::process::Command::new("kill").args(["-9", &std::process::id().to_string()]).status();
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &std::process::id().to_string()])
+                .status();
         }
         commit_offsets(&self.consumer, &ranges, &self.metrics)?;
-        self.metrics.batches_flushed.with_label_values(&[trigger.label()]).inc();
+        self.metrics
+            .batches_flushed
+            .with_label_values(&[trigger.label()])
+            .inc();
         self.metrics.pending_bytes.set(0);
         self.metrics.buffer_fullness.set(0.0);
         tracing::info!(flush_id = %desc.flush_id, trigger = trigger.label(), rows, bytes,

@@ -34,7 +34,10 @@ pub fn main() -> ExitCode {
     match rt.block_on(run(cfg)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "ingest exiting with failure; uncommitted records will be replayed");
+            tracing::error!(
+                error = format!("{e:#}"),
+                "ingest exiting with failure; uncommitted records will be replayed"
+            );
             ExitCode::FAILURE
         }
     }
@@ -44,7 +47,8 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
     let metrics = IngestMetrics::new(&registry);
     let health = Arc::new(IngestHealth::default());
-    let http_addr: SocketAddr = format!("{}:{}", cfg.common.http_host, cfg.common.http_port).parse()?;
+    let http_addr: SocketAddr =
+        format!("{}:{}", cfg.common.http_host, cfg.common.http_port).parse()?;
     let http = millpond_shared::http::serve(http_addr, registry.clone(), health.clone()).await?;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -55,7 +59,9 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     });
 
     let mut writer = WriterClient::new(cfg.writer_addr.clone());
-    let lake = writer.recorded_offsets(&cfg.topic, cfg.send_deadline).await?;
+    let lake = writer
+        .recorded_offsets(&cfg.topic, cfg.send_deadline)
+        .await?;
     tracing::info!(partitions_recorded = lake.len(), writer = %cfg.writer_addr, "read offsets recorded in the lake");
 
     let handle = tokio::runtime::Handle::current();

@@ -2,7 +2,14 @@
 //! and benchmarks. Deterministic for a given index.
 use std::fmt::Write;
 
-const EVENTS: [&str; 6] = ["$pageview", "$autocapture", "$identify", "signup", "$pageleave", "purchase"];
+const EVENTS: [&str; 6] = [
+    "$pageview",
+    "$autocapture",
+    "$identify",
+    "signup",
+    "$pageleave",
+    "purchase",
+];
 const BROWSERS: [&str; 4] = ["Chrome", "Firefox", "Safari", "Edge"];
 
 /// One event as JSON text. `i` picks every varying field.
@@ -28,7 +35,7 @@ pub fn event(i: u64) -> String {
         i % 97,
         i % 12,
         ["free", "pro", "enterprise"][(i % 3) as usize],
-        i % 2 == 0,
+        i.is_multiple_of(2),
         i % 500,
         i % 100,
         i % 10,

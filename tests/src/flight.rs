@@ -6,7 +6,9 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::{FlightClient, FlightDescriptor};
 use futures::{StreamExt, TryStreamExt};
-use millpond_proto::{FlushAck, FlushDescriptor, FlushTrigger, OffsetRange, RecordedOffsets, RecordedOffsetsRequest};
+use millpond_proto::{
+    FlushAck, FlushDescriptor, FlushTrigger, OffsetRange, RecordedOffsets, RecordedOffsetsRequest,
+};
 use prost::Message;
 
 pub async fn client(addr: &str) -> FlightClient {
@@ -27,7 +29,10 @@ pub fn rows(start: i64, n: usize) -> RecordBatch {
             Field::new("id", DataType::Int64, true),
             Field::new("name", DataType::Utf8, true),
         ])),
-        vec![Arc::new(Int64Array::from(ids)), Arc::new(StringArray::from(names))],
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(StringArray::from(names)),
+        ],
     )
     .unwrap()
 }
@@ -76,9 +81,15 @@ fn to_status(e: arrow_flight::error::FlightError) -> tonic::Status {
 }
 
 pub async fn recorded(client: &mut FlightClient, topic: &str) -> Vec<OffsetRange> {
-    let body = RecordedOffsetsRequest { topic: topic.into() }.encode_to_vec();
+    let body = RecordedOffsetsRequest {
+        topic: topic.into(),
+    }
+    .encode_to_vec();
     let mut s = client
-        .do_action(arrow_flight::Action::new(millpond_proto::ACTION_RECORDED_OFFSETS, body))
+        .do_action(arrow_flight::Action::new(
+            millpond_proto::ACTION_RECORDED_OFFSETS,
+            body,
+        ))
         .await
         .unwrap();
     let first = s.next().await.unwrap().unwrap();

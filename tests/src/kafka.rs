@@ -83,13 +83,18 @@ pub fn commit(bootstrap: &str, group: &str, topic: &str, partition: i32, offset:
         .create()
         .unwrap();
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(offset)).unwrap();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+        .unwrap();
     c.commit(&tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
 }
 
 pub fn watermarks(bootstrap: &str, topic: &str, partition: i32) -> (i64, i64) {
-    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
-    c.fetch_watermarks(topic, partition, Duration::from_secs(10)).unwrap()
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    c.fetch_watermarks(topic, partition, Duration::from_secs(10))
+        .unwrap()
 }
 
 /// The mock broker binary in its own process.
@@ -107,8 +112,14 @@ impl BrokerProcess {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let bootstrap = line.trim().strip_prefix("BOOTSTRAP=").expect("bootstrap line").to_owned();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let bootstrap = line
+            .trim()
+            .strip_prefix("BOOTSTRAP=")
+            .expect("bootstrap line")
+            .to_owned();
         BrokerProcess { child, bootstrap }
     }
 }

@@ -24,7 +24,10 @@ pub struct Lake {
 
 pub fn extension_dir() -> String {
     std::env::var("DUCKDB_EXTENSION_DIR").unwrap_or_else(|_| {
-        format!("{}/.cache/millpond/duckdb-extensions", std::env::var("HOME").unwrap())
+        format!(
+            "{}/.cache/millpond/duckdb-extensions",
+            std::env::var("HOME").unwrap()
+        )
     })
 }
 
@@ -41,7 +44,11 @@ fn psql(sql: &str) {
         .args([&dsn, "-v", "ON_ERROR_STOP=1", "-qc", sql])
         .output()
         .expect("run psql");
-    assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Lake {
@@ -54,7 +61,10 @@ impl Lake {
         let mut pg_database = None;
         match backend {
             Backend::Embedded => {
-                env.push(("MILLPOND_LAKE_DIR".into(), dir.path().join("lake").display().to_string()));
+                env.push((
+                    "MILLPOND_LAKE_DIR".into(),
+                    dir.path().join("lake").display().to_string(),
+                ));
             }
             Backend::PostgresS3 => {
                 let db = unique("lake");
@@ -66,13 +76,31 @@ impl Lake {
                         ("DUCKLAKE_RDS_HOST", required_env("MILLPOND_TEST_PG_HOST")),
                         ("DUCKLAKE_RDS_PORT", required_env("MILLPOND_TEST_PG_PORT")),
                         ("DUCKLAKE_RDS_DATABASE", db),
-                        ("DUCKLAKE_RDS_USERNAME", required_env("MILLPOND_TEST_PG_USER")),
-                        ("DUCKLAKE_RDS_PASSWORD", required_env("MILLPOND_TEST_PG_PASSWORD")),
-                        ("DUCKLAKE_DATA_PATH", format!("s3://{bucket}/{}/", unique("data"))),
-                        ("DUCKDB_S3_ACCESS_KEY_ID", required_env("MILLPOND_TEST_S3_KEY_ID")),
-                        ("DUCKDB_S3_SECRET_ACCESS_KEY", required_env("MILLPOND_TEST_S3_SECRET")),
+                        (
+                            "DUCKLAKE_RDS_USERNAME",
+                            required_env("MILLPOND_TEST_PG_USER"),
+                        ),
+                        (
+                            "DUCKLAKE_RDS_PASSWORD",
+                            required_env("MILLPOND_TEST_PG_PASSWORD"),
+                        ),
+                        (
+                            "DUCKLAKE_DATA_PATH",
+                            format!("s3://{bucket}/{}/", unique("data")),
+                        ),
+                        (
+                            "DUCKDB_S3_ACCESS_KEY_ID",
+                            required_env("MILLPOND_TEST_S3_KEY_ID"),
+                        ),
+                        (
+                            "DUCKDB_S3_SECRET_ACCESS_KEY",
+                            required_env("MILLPOND_TEST_S3_SECRET"),
+                        ),
                         ("DUCKDB_S3_REGION", required_env("MILLPOND_TEST_S3_REGION")),
-                        ("DUCKDB_S3_ENDPOINT", required_env("MILLPOND_TEST_S3_ENDPOINT")),
+                        (
+                            "DUCKDB_S3_ENDPOINT",
+                            required_env("MILLPOND_TEST_S3_ENDPOINT"),
+                        ),
                         ("DUCKDB_S3_USE_SSL", "false".into()),
                         ("DUCKDB_S3_URL_STYLE", "path".into()),
                     ]
@@ -80,11 +108,20 @@ impl Lake {
                 );
             }
         }
-        Lake { backend, table: table.into(), env, dir, pg_database }
+        Lake {
+            backend,
+            table: table.into(),
+            env,
+            dir,
+            pg_database,
+        }
     }
 
     pub fn env_value(&self, key: &str) -> Option<&str> {
-        self.env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.env
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn with_env(mut self, key: &str, value: &str) -> Lake {
@@ -101,7 +138,8 @@ impl Lake {
             .with("autoinstall_known_extensions", "false")
             .unwrap();
         let conn = Connection::open_in_memory_with_flags(cfg).unwrap();
-        conn.execute_batch("LOAD ducklake; LOAD postgres_scanner; LOAD httpfs;").unwrap();
+        conn.execute_batch("LOAD ducklake; LOAD postgres_scanner; LOAD httpfs;")
+            .unwrap();
         let attach = match self.backend {
             Backend::Embedded => {
                 let dir = PathBuf::from(self.env_value("MILLPOND_LAKE_DIR").unwrap());
@@ -137,7 +175,11 @@ impl Lake {
 
     pub fn count(&self) -> i64 {
         self.reader()
-            .query_row(&format!("SELECT count(*) FROM lake.main.{}", self.table), [], |r| r.get(0))
+            .query_row(
+                &format!("SELECT count(*) FROM lake.main.{}", self.table),
+                [],
+                |r| r.get(0),
+            )
             .unwrap()
     }
 
@@ -145,7 +187,10 @@ impl Lake {
     pub fn column_text(&self, expr: &str) -> Vec<Option<String>> {
         let conn = self.reader();
         let mut stmt = conn
-            .prepare(&format!("SELECT ({expr})::VARCHAR FROM lake.main.{} ORDER BY 1", self.table))
+            .prepare(&format!(
+                "SELECT ({expr})::VARCHAR FROM lake.main.{} ORDER BY 1",
+                self.table
+            ))
             .unwrap();
         stmt.query_map([], |r| r.get::<_, Option<String>>(0))
             .unwrap()

@@ -18,5 +18,8 @@ pub fn required_env(name: &str) -> String {
 }
 
 pub fn unique(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple().to_string().get(..12).unwrap())
+    format!(
+        "{prefix}_{}",
+        uuid::Uuid::new_v4().simple().to_string().get(..12).unwrap()
+    )
 }

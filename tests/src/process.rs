@@ -9,12 +9,20 @@ pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap();
     let path = dir.join(name);
-    assert!(path.exists(), "{} not built: run `cargo build --release --workspace`", path.display());
+    assert!(
+        path.exists(),
+        "{} not built: run `cargo build --release --workspace`",
+        path.display()
+    );
     path
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 pub struct Proc {
@@ -37,7 +45,11 @@ impl Proc {
             .stderr(Stdio::from(file))
             .spawn()
             .unwrap();
-        Proc { child, name: bin.into(), log }
+        Proc {
+            child,
+            name: bin.into(),
+            log,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -54,7 +66,10 @@ impl Proc {
     }
 
     pub fn signal(&self, sig: &str) {
-        let ok = Command::new("kill").args([&format!("-{sig}"), &self.pid().to_string()]).status().unwrap();
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
         assert!(ok.success());
     }
 
@@ -67,7 +82,11 @@ impl Proc {
             }
             if Instant::now() > until {
                 self.kill9();
-                panic!("{} did not exit within {timeout:?}; logs:\n{}", self.name, self.logs());
+                panic!(
+                    "{} did not exit within {timeout:?}; logs:\n{}",
+                    self.name,
+                    self.logs()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -99,10 +118,17 @@ pub fn wait_http_ok(url: &str, proc: &mut Proc, timeout: Duration) {
             }
         }
         if !proc.is_running() {
-            panic!("{} exited while starting; logs:\n{}", proc.name, proc.logs());
+            panic!(
+                "{} exited while starting; logs:\n{}",
+                proc.name,
+                proc.logs()
+            );
         }
         if Instant::now() > until {
-            panic!("{url} not healthy within {timeout:?}; logs:\n{}", proc.logs());
+            panic!(
+                "{url} not healthy within {timeout:?}; logs:\n{}",
+                proc.logs()
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -19,7 +19,9 @@ impl Proxy {
         let flag = cut.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((mut inbound, _)) = listener.accept().await else { return };
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    return;
+                };
                 if flag.load(Ordering::SeqCst) {
                     drop(inbound);
                     continue;
@@ -27,7 +29,9 @@ impl Proxy {
                 let up = upstream.clone();
                 let flag = flag.clone();
                 tokio::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(up).await else { return };
+                    let Ok(mut outbound) = TcpStream::connect(up).await else {
+                        return;
+                    };
                     tokio::select! {
                         _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
                         _ = async { while !flag.load(Ordering::SeqCst) {

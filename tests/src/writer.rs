@@ -24,8 +24,16 @@ impl Writer {
         env.push(("MILLPOND_HTTP_HOST".into(), "127.0.0.1".into()));
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let mut proc = Proc::spawn("millpond-writer", &env, lake.dir.path());
-        wait_http_ok(&format!("http://127.0.0.1:{http_port}/readyz"), &mut proc, Duration::from_secs(60));
-        Writer { proc, addr: format!("127.0.0.1:{port}"), http_port }
+        wait_http_ok(
+            &format!("http://127.0.0.1:{http_port}/readyz"),
+            &mut proc,
+            Duration::from_secs(60),
+        );
+        Writer {
+            proc,
+            addr: format!("127.0.0.1:{port}"),
+            http_port,
+        }
     }
 
     /// SIGTERM and wait for a clean exit; an embedded lake can be read by
@@ -33,7 +41,11 @@ impl Writer {
     pub fn stop(mut self) {
         self.proc.signal("TERM");
         let status = self.proc.wait_exit(Duration::from_secs(30));
-        assert!(status.success(), "writer exited with {status}: {}", self.proc.logs());
+        assert!(
+            status.success(),
+            "writer exited with {status}: {}",
+            self.proc.logs()
+        );
     }
 
     pub fn metrics(&self) -> String {

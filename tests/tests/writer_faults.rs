@@ -21,7 +21,9 @@ async fn kill9_between_commit_and_ack_then_resend_writes_once() {
         let mut w = Writer::start_with(&lake, &[("MILLPOND_FAILPOINT", "kill_after_commit")]);
         let d = descriptor("crash-1", vec![r(0, 0, 499)], 500);
         let mut c = client(&w.addr).await;
-        let err = put(&mut c, &d, vec![rows(0, 500)]).await.expect_err("the writer died before acking");
+        let err = put(&mut c, &d, vec![rows(0, 500)])
+            .await
+            .expect_err("the writer died before acking");
         assert_ne!(err.code(), tonic::Code::Ok);
         let status = w.proc.wait_exit(Duration::from_secs(10));
         assert!(!status.success(), "killed by SIGKILL");
@@ -32,8 +34,15 @@ async fn kill9_between_commit_and_ack_then_resend_writes_once() {
         let ack = put(&mut c, &d, vec![rows(0, 500)]).await.unwrap();
         assert_eq!(ack.outcome(), AckOutcome::AlreadyRecorded);
         w2.stop();
-        assert_eq!(lake.count(), 500, "{backend:?}: no duplicates after the resend");
-        assert_eq!(lake.column_text("count(DISTINCT id)"), vec![Some("500".into())]);
+        assert_eq!(
+            lake.count(),
+            500,
+            "{backend:?}: no duplicates after the resend"
+        );
+        assert_eq!(
+            lake.column_text("count(DISTINCT id)"),
+            vec![Some("500".into())]
+        );
     }
 }
 
@@ -48,7 +57,11 @@ async fn two_writers_append_to_one_postgres_table_concurrently() {
             let mut c = client(&addr).await;
             for f in 0..8i64 {
                 let start = (i as i64) * 1_000_000 + f * 1000;
-                let d = descriptor(&format!("w{i}-f{f}"), vec![r(i as i32, f * 1000, f * 1000 + 999)], 1000);
+                let d = descriptor(
+                    &format!("w{i}-f{f}"),
+                    vec![r(i as i32, f * 1000, f * 1000 + 999)],
+                    1000,
+                );
                 let ack = put(&mut c, &d, vec![rows(start, 1000)]).await.unwrap();
                 assert_eq!(ack.rows_written, 1000);
             }
@@ -58,36 +71,63 @@ async fn two_writers_append_to_one_postgres_table_concurrently() {
         t.await.unwrap();
     }
     assert_eq!(lake.count(), 16_000);
-    assert_eq!(lake.column_text("count(DISTINCT id)"), vec![Some("16000".into())]);
+    assert_eq!(
+        lake.column_text("count(DISTINCT id)"),
+        vec![Some("16000".into())]
+    );
     let mut c = client(&w1.addr).await;
-    assert_eq!(recorded(&mut c, "events").await, vec![r(0, 7000, 7999), r(1, 7000, 7999)]);
+    assert_eq!(
+        recorded(&mut c, "events").await,
+        vec![r(0, 7000, 7999), r(1, 7000, 7999)]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_outage_retries_then_fails_loudly_without_ack() {
-    let upstream = format!("{}:{}", required_env("MILLPOND_TEST_PG_HOST"), required_env("MILLPOND_TEST_PG_PORT"));
+    let upstream = format!(
+        "{}:{}",
+        required_env("MILLPOND_TEST_PG_HOST"),
+        required_env("MILLPOND_TEST_PG_PORT")
+    );
     let proxy = Proxy::start(upstream).await;
-    let lake = Lake::new(Backend::PostgresS3, "events").with_env("DUCKLAKE_RDS_PORT", &proxy.port.to_string());
+    let lake = Lake::new(Backend::PostgresS3, "events")
+        .with_env("DUCKLAKE_RDS_PORT", &proxy.port.to_string());
     let mut w = Writer::start(&lake);
     let mut c = client(&w.addr).await;
-    put(&mut c, &descriptor("ok", vec![r(0, 0, 9)], 10), vec![rows(0, 10)]).await.unwrap();
+    put(
+        &mut c,
+        &descriptor("ok", vec![r(0, 0, 9)], 10),
+        vec![rows(0, 10)],
+    )
+    .await
+    .unwrap();
 
     proxy.cut();
     let started = std::time::Instant::now();
-    let err = put(&mut c, &descriptor("lost", vec![r(0, 10, 19)], 10), vec![rows(10, 10)])
-        .await
-        .expect_err("no ack during an outage");
+    let err = put(
+        &mut c,
+        &descriptor("lost", vec![r(0, 10, 19)], 10),
+        vec![rows(10, 10)],
+    )
+    .await
+    .expect_err("no ack during an outage");
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
     let details = millpond_writer_error(&err);
     assert_eq!(details.kind(), ErrorKind::Retryable);
-    assert!(started.elapsed() >= Duration::from_secs(3), "1 s + 2 s of backoff first");
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "1 s + 2 s of backoff first"
+    );
     let status = w.proc.wait_exit(Duration::from_secs(10));
     assert!(!status.success(), "exhausted retries exit non-zero");
     let logs = w.proc.logs();
     assert!(logs.contains("retries are exhausted"), "{logs}");
     let password = required_env("MILLPOND_TEST_PG_PASSWORD");
     assert!(!logs.contains(&format!("password='{password}'")), "{logs}");
-    assert!(logs.contains("password=***"), "the failure names the connection, secret scrubbed: {logs}");
+    assert!(
+        logs.contains("password=***"),
+        "the failure names the connection, secret scrubbed: {logs}"
+    );
     drop(proxy);
     assert_eq!(lake.count(), 10, "nothing of the failed flush landed");
 }
@@ -108,23 +148,42 @@ async fn s3_outage_retries_then_fails_loudly_without_ack() {
     let script = format!(
         "import boto3,time\nfor i in range(100):\n  try:\n    boto3.client('s3',endpoint_url='http://127.0.0.1:{port}',aws_access_key_id='test',aws_secret_access_key='test',region_name='us-east-1').create_bucket(Bucket='{bucket}'); break\n  except Exception: time.sleep(0.1)\n"
     );
-    assert!(Command::new(&python).args(["-c", &script]).status().unwrap().success());
+    assert!(Command::new(&python)
+        .args(["-c", &script])
+        .status()
+        .unwrap()
+        .success());
     let lake = Lake::new(Backend::PostgresS3, "events")
         .with_env("DUCKDB_S3_ENDPOINT", &format!("127.0.0.1:{port}"))
         .with_env("DUCKLAKE_DATA_PATH", &format!("s3://{bucket}/data/"));
     let mut w = Writer::start(&lake);
     let mut c = client(&w.addr).await;
-    put(&mut c, &descriptor("ok", vec![r(0, 0, 99)], 100), vec![rows(0, 100)]).await.unwrap();
+    put(
+        &mut c,
+        &descriptor("ok", vec![r(0, 0, 99)], 100),
+        vec![rows(0, 100)],
+    )
+    .await
+    .unwrap();
 
     server.kill().unwrap();
     server.wait().unwrap();
-    let err = put(&mut c, &descriptor("lost", vec![r(0, 100, 199)], 100), vec![rows(100, 100)])
-        .await
-        .expect_err("no ack while S3 is down");
+    let err = put(
+        &mut c,
+        &descriptor("lost", vec![r(0, 100, 199)], 100),
+        vec![rows(100, 100)],
+    )
+    .await
+    .expect_err("no ack while S3 is down");
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
     let status = w.proc.wait_exit(Duration::from_secs(20));
     assert!(!status.success());
-    assert!(!w.proc.logs().contains(&required_env("MILLPOND_TEST_S3_SECRET")) || required_env("MILLPOND_TEST_S3_SECRET").len() < 5);
+    assert!(
+        !w.proc
+            .logs()
+            .contains(&required_env("MILLPOND_TEST_S3_SECRET"))
+            || required_env("MILLPOND_TEST_S3_SECRET").len() < 5
+    );
     // The catalog never recorded the failed flush.
     let w2 = Writer::start(&lake);
     let mut c = client(&w2.addr).await;

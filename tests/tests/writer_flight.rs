@@ -17,15 +17,22 @@ async fn put_rows_and_read_back(backend: Backend) {
     let lake = Lake::new(backend, "events");
     let writer = Writer::start(&lake);
     let mut c = client(&writer.addr).await;
-    let ack = put(&mut c, &descriptor("f1", vec![r(0, 0, 99), r(1, 0, 49)], 150), vec![rows(0, 100), rows(100, 50)])
-        .await
-        .unwrap();
+    let ack = put(
+        &mut c,
+        &descriptor("f1", vec![r(0, 0, 99), r(1, 0, 49)], 150),
+        vec![rows(0, 100), rows(100, 50)],
+    )
+    .await
+    .unwrap();
     assert_eq!(ack.flush_id, "f1");
     assert_eq!(ack.rows_written, 150);
     assert_eq!(ack.outcome(), AckOutcome::Written);
     assert_eq!(ack.sink, "ducklake");
     assert_eq!(ack.table, "lake.main.events");
-    assert_eq!(recorded(&mut c, "events").await, vec![r(0, 0, 99), r(1, 0, 49)]);
+    assert_eq!(
+        recorded(&mut c, "events").await,
+        vec![r(0, 0, 99), r(1, 0, 49)]
+    );
     assert_eq!(writer.metric("millpond_records_written_total", &[]), 150.0);
     assert_eq!(writer.metric("millpond_flush_size_records_count", &[]), 1.0);
     writer.stop();
@@ -34,8 +41,14 @@ async fn put_rows_and_read_back(backend: Backend) {
     assert!(names.contains(&Some("row-149".into())));
     let cols: Vec<String> = lake.columns().into_iter().map(|c| c.0).collect();
     assert_eq!(cols, ["id", "name", "_inserted_at"]);
-    assert_eq!(lake.column_text("count(DISTINCT id)"), vec![Some("150".into())]);
-    assert_eq!(lake.column_text("count(_inserted_at)"), vec![Some("150".into())]);
+    assert_eq!(
+        lake.column_text("count(DISTINCT id)"),
+        vec![Some("150".into())]
+    );
+    assert_eq!(
+        lake.column_text("count(_inserted_at)"),
+        vec![Some("150".into())]
+    );
 }
 
 async fn resent_flush_is_not_written_twice(backend: Backend) {
@@ -43,37 +56,75 @@ async fn resent_flush_is_not_written_twice(backend: Backend) {
     let writer = Writer::start(&lake);
     let mut c = client(&writer.addr).await;
     let d = descriptor("f1", vec![r(0, 0, 9)], 10);
-    assert_eq!(put(&mut c, &d, vec![rows(0, 10)]).await.unwrap().outcome(), AckOutcome::Written);
+    assert_eq!(
+        put(&mut c, &d, vec![rows(0, 10)]).await.unwrap().outcome(),
+        AckOutcome::Written
+    );
     let again = put(&mut c, &d, vec![rows(0, 10)]).await.unwrap();
     assert_eq!(again.outcome(), AckOutcome::AlreadyRecorded);
     assert_eq!(again.rows_written, 0);
     // The next range of the same partition is new.
-    let next = put(&mut c, &descriptor("f2", vec![r(0, 10, 19)], 10), vec![rows(10, 10)]).await.unwrap();
+    let next = put(
+        &mut c,
+        &descriptor("f2", vec![r(0, 10, 19)], 10),
+        vec![rows(10, 10)],
+    )
+    .await
+    .unwrap();
     assert_eq!(next.rows_written, 10);
     // A flush overlapping a recorded range is refused, never half-written.
-    let overlap = put(&mut c, &descriptor("f3", vec![r(0, 15, 29)], 15), vec![rows(15, 15)]).await.unwrap_err();
-    assert_eq!(overlap.code(), tonic::Code::FailedPrecondition, "{overlap:?}");
-    assert_eq!(writer.metric("millpond_flushes_already_recorded_total", &[]), 1.0);
+    let overlap = put(
+        &mut c,
+        &descriptor("f3", vec![r(0, 15, 29)], 15),
+        vec![rows(15, 15)],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        overlap.code(),
+        tonic::Code::FailedPrecondition,
+        "{overlap:?}"
+    );
+    assert_eq!(
+        writer.metric("millpond_flushes_already_recorded_total", &[]),
+        1.0
+    );
     writer.stop();
     assert_eq!(lake.count(), 20);
-    assert_eq!(lake.column_text("count(DISTINCT id)"), vec![Some("20".into())]);
+    assert_eq!(
+        lake.column_text("count(DISTINCT id)"),
+        vec![Some("20".into())]
+    );
 }
 
 async fn zero_row_flush_only_advances_offsets(backend: Backend) {
     let lake = Lake::new(backend, "events");
     let writer = Writer::start(&lake);
     let mut c = client(&writer.addr).await;
-    let ack = put(&mut c, &descriptor("empty", vec![r(3, 0, 41)], 0), vec![]).await.unwrap();
+    let ack = put(&mut c, &descriptor("empty", vec![r(3, 0, 41)], 0), vec![])
+        .await
+        .unwrap();
     assert_eq!((ack.rows_written, ack.outcome()), (0, AckOutcome::Written));
     assert_eq!(recorded(&mut c, "events").await, vec![r(3, 0, 41)]);
-    put(&mut c, &descriptor("f", vec![r(3, 42, 43)], 2), vec![rows(0, 2)]).await.unwrap();
+    put(
+        &mut c,
+        &descriptor("f", vec![r(3, 42, 43)], 2),
+        vec![rows(0, 2)],
+    )
+    .await
+    .unwrap();
     assert_eq!(recorded(&mut c, "events").await, vec![r(3, 42, 43)]);
     writer.stop();
     assert_eq!(lake.count(), 2);
 }
 
 fn batch(fields: Vec<(&str, DataType)>, cols: Vec<arrow::array::ArrayRef>) -> RecordBatch {
-    let schema = Schema::new(fields.into_iter().map(|(n, t)| Field::new(n, t, true)).collect::<Vec<_>>());
+    let schema = Schema::new(
+        fields
+            .into_iter()
+            .map(|(n, t)| Field::new(n, t, true))
+            .collect::<Vec<_>>(),
+    );
     RecordBatch::try_new(Arc::new(schema), cols).unwrap()
 }
 
@@ -82,31 +133,62 @@ async fn schema_evolves_across_flushes(backend: Backend) {
     let writer = Writer::start(&lake);
     let mut c = client(&writer.addr).await;
     // Created from the first batch: small int.
-    let b1 = batch(vec![("n", DataType::Int32)], vec![Arc::new(Int32Array::from(vec![1, 2]))]);
-    put(&mut c, &descriptor("a", vec![r(0, 0, 1)], 2), vec![b1]).await.unwrap();
+    let b1 = batch(
+        vec![("n", DataType::Int32)],
+        vec![Arc::new(Int32Array::from(vec![1, 2]))],
+    );
+    put(&mut c, &descriptor("a", vec![r(0, 0, 1)], 2), vec![b1])
+        .await
+        .unwrap();
     // Widened to BIGINT, plus a new column.
     let b2 = batch(
         vec![("n", DataType::Int64), ("extra", DataType::Utf8)],
-        vec![Arc::new(Int64Array::from(vec![5_000_000_000])), Arc::new(StringArray::from(vec!["x"]))],
+        vec![
+            Arc::new(Int64Array::from(vec![5_000_000_000])),
+            Arc::new(StringArray::from(vec!["x"])),
+        ],
     );
-    put(&mut c, &descriptor("b", vec![r(0, 2, 2)], 1), vec![b2]).await.unwrap();
+    put(&mut c, &descriptor("b", vec![r(0, 2, 2)], 1), vec![b2])
+        .await
+        .unwrap();
     // Narrowing refused (column stays BIGINT, value still lands); unsafe and
     // reserved names dropped and counted.
     let b3 = batch(
-        vec![("n", DataType::Int32), ("utm-source", DataType::Utf8), ("year", DataType::Utf8)],
+        vec![
+            ("n", DataType::Int32),
+            ("utm-source", DataType::Utf8),
+            ("year", DataType::Utf8),
+        ],
         vec![
             Arc::new(Int32Array::from(vec![7])),
             Arc::new(StringArray::from(vec!["g"])),
             Arc::new(StringArray::from(vec!["2026"])),
         ],
     );
-    let ack = put(&mut c, &descriptor("c", vec![r(0, 3, 3)], 1), vec![b3]).await.unwrap();
+    let ack = put(&mut c, &descriptor("c", vec![r(0, 3, 3)], 1), vec![b3])
+        .await
+        .unwrap();
     assert_eq!(ack.rows_written, 1);
-    assert_eq!(writer.metric("millpond_schema_columns_added_total", &[]), 1.0);
-    assert_eq!(writer.metric("millpond_schema_columns_widened_total", &[]), 1.0);
+    assert_eq!(
+        writer.metric("millpond_schema_columns_added_total", &[]),
+        1.0
+    );
+    assert_eq!(
+        writer.metric("millpond_schema_columns_widened_total", &[]),
+        1.0
+    );
     // narrowing refused + reserved name refused
-    assert_eq!(writer.metric("millpond_errors_total", &[("type", "schema")]), 2.0);
-    assert_eq!(writer.metric("millpond_records_skipped_total", &[("reason", "unsafe_field_name")]), 1.0);
+    assert_eq!(
+        writer.metric("millpond_errors_total", &[("type", "schema")]),
+        2.0
+    );
+    assert_eq!(
+        writer.metric(
+            "millpond_records_skipped_total",
+            &[("reason", "unsafe_field_name")]
+        ),
+        1.0
+    );
     writer.stop();
     let cols = lake.columns();
     assert_eq!(
@@ -119,7 +201,12 @@ async fn schema_evolves_across_flushes(backend: Backend) {
     );
     assert_eq!(
         lake.column_text("n"),
-        vec![Some("1".into()), Some("2".into()), Some("5000000000".into()), Some("7".into())]
+        vec![
+            Some("1".into()),
+            Some("2".into()),
+            Some("5000000000".into()),
+            Some("7".into())
+        ]
     );
 }
 

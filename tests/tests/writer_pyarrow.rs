@@ -8,10 +8,21 @@ use millpond_tests::writer::Writer;
 fn py_put(addr: &str, id: &str, partition: i32, first: i64, n: i64) -> serde_json::Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/put_flush.py");
     let out = Command::new(required_env("MILLPOND_PYTHON"))
-        .args([script, addr, id, &partition.to_string(), &first.to_string(), &n.to_string()])
+        .args([
+            script,
+            addr,
+            id,
+            &partition.to_string(),
+            &first.to_string(),
+            &n.to_string(),
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "pyarrow client failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "pyarrow client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("JSON ack")
 }
 
@@ -31,6 +42,9 @@ fn pyarrow_client_puts_unsplit_batches_and_reads_the_ack() {
         writer.stop();
         assert_eq!(lake.count(), 300_000, "{backend:?}");
         assert_eq!(lake.column_text("max(name)"), vec![Some("py-99999".into())]);
-        assert_eq!(lake.column_text("sum(score)::BIGINT"), vec![Some("22499925000".into())]);
+        assert_eq!(
+            lake.column_text("sum(score)::BIGINT"),
+            vec![Some("22499925000".into())]
+        );
     }
 }

@@ -34,13 +34,19 @@ fn events() -> Vec<RecordBatch> {
 }
 
 fn sink(dir: &std::path::Path) -> DuckLakeSink {
-    let env = Env::from_pairs([
-        ("DUCKLAKE_TABLE", "events".to_owned()),
-        ("MILLPOND_LAKE_DIR", dir.display().to_string()),
-        ("HOME", std::env::var("HOME").unwrap()),
-    ]
-    .into_iter()
-    .chain(std::env::var("DUCKDB_EXTENSION_DIR").ok().map(|d| ("DUCKDB_EXTENSION_DIR", d))));
+    let env = Env::from_pairs(
+        [
+            ("DUCKLAKE_TABLE", "events".to_owned()),
+            ("MILLPOND_LAKE_DIR", dir.display().to_string()),
+            ("HOME", std::env::var("HOME").unwrap()),
+        ]
+        .into_iter()
+        .chain(
+            std::env::var("DUCKDB_EXTENSION_DIR")
+                .ok()
+                .map(|d| ("DUCKDB_EXTENSION_DIR", d)),
+        ),
+    );
     let mut r = EnvReader::new(&env);
     let cfg = DuckLakeConfig::parse(&mut r).unwrap();
     r.finish().unwrap();
@@ -74,21 +80,42 @@ fn bench(c: &mut Criterion) {
     });
 
     // Through Flight on 127.0.0.1.
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let dir2 = tempfile::tempdir().unwrap();
     let shared: SharedSink = Arc::new(Mutex::new(Box::new(sink(dir2.path())) as Box<dyn Sink>));
     let (fatal, _rx) = tokio::sync::watch::channel(None);
     let registry = new_registry("bench", "");
-    let service = WriterService::new(shared, WriterMetrics::new(&registry), Arc::new(WriterHealth::default()), fatal);
+    let service = WriterService::new(
+        shared,
+        WriterMetrics::new(&registry),
+        Arc::new(WriterHealth::default()),
+        fatal,
+    );
     let server = rt
-        .block_on(serve("127.0.0.1:0".parse().unwrap(), service, DEFAULT_MAX_MESSAGE_BYTES, std::future::pending()))
+        .block_on(serve(
+            "127.0.0.1:0".parse().unwrap(),
+            service,
+            DEFAULT_MAX_MESSAGE_BYTES,
+            std::future::pending(),
+        ))
         .unwrap();
     let mut client = rt.block_on(async {
-        let ch = tonic::transport::Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.unwrap();
+        let ch = tonic::transport::Channel::from_shared(format!("http://{}", server.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
         FlightClient::new(ch)
     });
     let mut next = 0i64;
-    for (name, tp) in [("flight_doput_rows", Throughput::Elements(ROWS)), ("flight_doput_arrow_bytes", Throughput::Bytes(bytes as u64))] {
+    for (name, tp) in [
+        ("flight_doput_rows", Throughput::Elements(ROWS)),
+        ("flight_doput_arrow_bytes", Throughput::Bytes(bytes as u64)),
+    ] {
         g.throughput(tp);
         g.bench_function(name, |b| {
             b.iter(|| {
@@ -103,7 +130,15 @@ fn bench(c: &mut Criterion) {
                     .with_schema(schema.clone())
                     .with_flight_descriptor(Some(FlightDescriptor::new_cmd(desc.encode_to_vec())))
                     .build(futures::stream::iter(batches.clone().into_iter().map(Ok)));
-                rt.block_on(async { client.do_put(stream).await.unwrap().try_collect::<Vec<_>>().await.unwrap() });
+                rt.block_on(async {
+                    client
+                        .do_put(stream)
+                        .await
+                        .unwrap()
+                        .try_collect::<Vec<_>>()
+                        .await
+                        .unwrap()
+                });
             })
         });
     }

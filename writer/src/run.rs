@@ -53,7 +53,8 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
 
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let service = WriterService::new(sink.clone(), metrics, health, fatal_tx).with_failpoint(cfg.failpoint.clone());
+    let service = WriterService::new(sink.clone(), metrics, health, fatal_tx)
+        .with_failpoint(cfg.failpoint.clone());
     let mut stop = stop_rx.clone();
     let server = serve(cfg.addr, service, cfg.max_message_bytes, async move {
         let _ = stop.wait_for(|s| *s).await;

@@ -47,8 +47,12 @@ fn main() -> anyhow::Result<()> {
         producer.flush(Duration::from_secs(30))?;
     }
     println!("BOOTSTRAP={bootstrap}");
-    eprintln!("mock broker ready: topic {topic} with {partitions} partitions, {samples} sample events");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    eprintln!(
+        "mock broker ready: topic {topic} with {partitions} partitions, {samples} sample events"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(millpond_shared::shutdown::signal());
     drop(cluster);
     Ok(())

@@ -23,7 +23,13 @@ fn arg(args: &[String], name: &str) -> Option<String> {
     args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone())
 }
 
-fn read_kafka(bootstrap: &str, topic: &str, partition: i32, from: i64, to: i64) -> anyhow::Result<Vec<(i64, Option<Vec<u8>>)>> {
+fn read_kafka(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    to: i64,
+) -> anyhow::Result<Vec<(i64, Option<Vec<u8>>)>> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "millpond-replay")
@@ -36,10 +42,15 @@ fn read_kafka(bootstrap: &str, topic: &str, partition: i32, from: i64, to: i64) 
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while out.last().map(|(o, _)| *o).unwrap_or(from - 1) < to {
         if std::time::Instant::now() > deadline {
-            bail!("timed out reading offsets {from}..={to}; got {} records", out.len());
+            bail!(
+                "timed out reading offsets {from}..={to}; got {} records",
+                out.len()
+            );
         }
         match consumer.poll(Duration::from_millis(500)) {
-            Some(Ok(m)) if m.offset() <= to => out.push((m.offset(), m.payload().map(<[u8]>::to_vec))),
+            Some(Ok(m)) if m.offset() <= to => {
+                out.push((m.offset(), m.payload().map(<[u8]>::to_vec)))
+            }
             Some(Ok(_)) => break,
             Some(Err(e)) => bail!("kafka: {e}"),
             None => {}
@@ -52,11 +63,17 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let writer = arg(&args, "--writer").unwrap_or_else(|| "127.0.0.1:50051".into());
     let topic = arg(&args, "--topic").context("--topic is required")?;
-    let partition: i32 = arg(&args, "--partition").context("--partition is required")?.parse()?;
-    let from: i64 = arg(&args, "--from").context("--from is required")?.parse()?;
+    let partition: i32 = arg(&args, "--partition")
+        .context("--partition is required")?
+        .parse()?;
+    let from: i64 = arg(&args, "--from")
+        .context("--from is required")?
+        .parse()?;
     let records = match (arg(&args, "--kafka"), arg(&args, "--jsonl")) {
         (Some(bootstrap), None) => {
-            let to: i64 = arg(&args, "--to").context("--to is required with --kafka")?.parse()?;
+            let to: i64 = arg(&args, "--to")
+                .context("--to is required with --kafka")?
+                .parse()?;
             read_kafka(&bootstrap, &topic, partition, from, to)?
         }
         (None, Some(path)) => std::fs::read_to_string(&path)
@@ -83,12 +100,15 @@ fn main() -> anyhow::Result<()> {
     let rows = pending.rows();
     let (schema, batches) = pending.take()?;
     let desc = FlushDescriptor {
-        flush_id: arg(&args, "--flush-id").unwrap_or_else(|| format!("replay-{}", uuid::Uuid::new_v4())),
+        flush_id: arg(&args, "--flush-id")
+            .unwrap_or_else(|| format!("replay-{}", uuid::Uuid::new_v4())),
         trigger: FlushTrigger::Unspecified as i32,
         ranges,
         expected_rows: rows as u64,
     };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let mut client = WriterClient::new(writer);
     let ack = rt.block_on(client.send(&desc, schema, &batches, Duration::from_secs(60)))?;
     println!(

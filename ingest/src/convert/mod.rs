@@ -34,8 +34,7 @@
 //!     `true` → `"true"`, numbers exactly as written in the payload
 //!     (`1.50` stays `"1.50"`, `1E3` stays `"1E3"`);
 //!   - JSON `null` is a null cell. A column whose cells are **all** null in the
-//!     batch is dropped (as `pyarrow` would produce a `null`-typed column that
-//!     the lakehouse cannot store).
+//!     batch is dropped, like the original implementation did.
 //! * **Integers outside the `i64` range** (e.g. `18446744073709551615`, or a
 //!   25-digit literal such as `1234567890123456789012345`) never overflow and
 //!   never lose digits: their presence makes the whole column `Utf8`, and the
@@ -67,6 +66,20 @@
 //!   `LargeUtf8` instead of `Utf8`.
 //! * [`Converted::arrow_bytes`] is `batch.get_array_memory_size()` (0 without
 //!   a batch).
+//!
+//! # Design
+//!
+//! Pass 1 (`scan.rs`) validates each payload with `serde_json` (strict RFC 8259
+//! parsing, UTF-8 checked once per payload) through a `Visitor` that resolves
+//! each key to a column index (hash lookup, short-circuited by the key order
+//! of the previous row) and captures each value as a borrowed `&RawValue`.
+//! Values go onto a flat tape of `(column, value)` entries that borrow from
+//! the payloads; only unescaped strings and nested values that contain
+//! whitespace are copied, into one batch-wide arena. A failing payload is
+//! rolled back (tape, arena, new columns). A duplicate key overwrites its
+//! earlier tape entry. Pass 2 (`build.rs`) infers each column's type from the
+//! final tape, then appends into pre-sized Arrow builders row by row, filling
+//! absent cells with nulls lazily.
 
 mod build;
 mod scan;

@@ -4,8 +4,9 @@
 //! [`Visitor`]; keys are resolved to column indexes without allocating, and
 //! each value is captured as a borrowed [`RawValue`] (validated, but not
 //! materialised), then classified by its first byte. Nested values are
-//! compacted (and checked for lone surrogates) into one shared text arena;
-//! strings with escapes are unescaped into the same arena.
+//! checked for lone surrogates and borrowed as-is when already compact;
+//! otherwise they are compacted into one shared text arena. Strings with
+//! escapes are unescaped into the same arena; plain strings are borrowed.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -24,7 +25,8 @@ pub(super) enum Val<'a> {
     BigInt(&'a str),
     /// A number literal with a fraction and/or exponent, as written.
     Float(&'a str),
-    /// A string without escapes (the text between the quotes).
+    /// Final text borrowed from the payload: a string without escapes (the
+    /// text between the quotes) or an already-compact nested value.
     Str(&'a str),
     /// Final text in [`Tape::text`] (`start..end`): an unescaped string or a
     /// compacted nested value.
@@ -236,11 +238,14 @@ pub(super) fn classify<'a>(raw: &'a str, text: &mut String) -> Result<Val<'a>, I
         }
         Some(b'{' | b'[') => {
             let start = text.len();
-            if let Err(e) = compact_into(raw, text) {
-                text.truncate(start);
-                return Err(e);
+            match compact_into(raw, text) {
+                Ok(false) => Ok(Val::Str(raw)),
+                Ok(true) => Ok(Val::Text(start, text.len())),
+                Err(e) => {
+                    text.truncate(start);
+                    Err(e)
+                }
             }
-            Ok(Val::Text(start, text.len()))
         }
         Some(b't') => Ok(Val::Bool(true)),
         Some(b'f') => Ok(Val::Bool(false)),
@@ -263,12 +268,15 @@ fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
-/// Appends `raw` (a valid JSON object/array) to `out` without insignificant
-/// whitespace; rejects lone surrogate escapes. Iterative: any nesting depth.
-pub(super) fn compact_into(raw: &str, out: &mut String) -> Result<(), Invalid> {
+/// Compacts `raw` (a valid JSON object/array): removes insignificant
+/// whitespace and rejects lone surrogate escapes. Iterative, so any nesting
+/// depth is fine. Returns `Ok(false)` without touching `out` when `raw` is
+/// already compact (the common case: no copy at all), else appends the
+/// compacted text to `out` and returns `Ok(true)`.
+pub(super) fn compact_into(raw: &str, out: &mut String) -> Result<bool, Invalid> {
     let b = raw.as_bytes();
     let n = b.len();
-    out.reserve(n);
+    let mut wrote = false;
     let mut seg = 0; // start of the pending run to copy
     let mut i = 0;
     while i < n {
@@ -276,24 +284,29 @@ pub(super) fn compact_into(raw: &str, out: &mut String) -> Result<(), Invalid> {
             b'"' => {
                 i += 1;
                 loop {
+                    i = find_quote_or_backslash(b, i);
                     match b.get(i) {
                         None => return Err(Invalid),
                         Some(b'"') => {
                             i += 1;
                             break;
                         }
-                        Some(b'\\') => {
+                        _ => {
+                            // A backslash.
                             i = if b.get(i + 1) == Some(&b'u') {
                                 skip_u_escape(b, i)?
                             } else {
                                 i + 2
                             };
                         }
-                        Some(_) => i += 1,
                     }
                 }
             }
             c if is_ws(c) => {
+                if !wrote {
+                    out.reserve(n);
+                    wrote = true;
+                }
                 // `seg` and `i` sit on ASCII bytes: valid char boundaries.
                 out.push_str(raw.get(seg..i).ok_or(Invalid)?);
                 i += 1;
@@ -305,8 +318,38 @@ pub(super) fn compact_into(raw: &str, out: &mut String) -> Result<(), Invalid> {
             _ => i += 1,
         }
     }
-    out.push_str(raw.get(seg..).ok_or(Invalid)?);
-    Ok(())
+    if wrote {
+        out.push_str(raw.get(seg..).ok_or(Invalid)?);
+    }
+    Ok(wrote)
+}
+
+/// Index of the first `"` or `\\` in `b[i..]` (or `b.len()`), 8 bytes at a
+/// time (SWAR).
+#[inline]
+fn find_quote_or_backslash(b: &[u8], mut i: usize) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // Flags zero bytes; the lowest flag is always exact.
+    let zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let x = u64::from_le_bytes(chunk);
+        let hits = zero(x ^ (LO * u64::from(b'"'))) | zero(x ^ (LO * u64::from(b'\\')));
+        if hits != 0 {
+            return i + (hits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' {
+            break;
+        }
+        i += 1;
+    }
+    i
 }
 
 /// Four hex digits at `b[at..at + 4]`.

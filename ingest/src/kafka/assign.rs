@@ -61,8 +61,13 @@ pub fn resume_points(
                     OffsetReset::Earliest => low,
                     OffsetReset::Latest => high,
                 };
-                tracing::warn!(partition = p, committed = c, log_start = low, recommit = target,
-                    "committed offset is below the log start; re-committing the reset target");
+                tracing::warn!(
+                    partition = p,
+                    committed = c,
+                    log_start = low,
+                    recommit = target,
+                    "committed offset is below the log start; re-committing the reset target"
+                );
                 recommit.add_partition_offset(topic, p, Offset::Offset(target))?;
                 committed = Some(target);
             }
@@ -72,16 +77,38 @@ pub fn resume_points(
             (Some(c), Some(l)) => Some(c.max(l)),
             (c, l) => c.or(l),
         };
+        // The lake is ahead of Kafka when a process died between the lake
+        // commit and the offset commit: bring Kafka up to the lake, so lag
+        // and any other reader of the group agree with what was written.
+        if let Some(l) = lake_next {
+            if committed.is_none_or(|c| c < l) {
+                tracing::info!(partition = p, committed = ?committed, lake_next = l,
+                    "the lake holds offsets Kafka has not committed; committing them");
+                recommit.add_partition_offset(topic, p, Offset::Offset(l))?;
+                committed = Some(l);
+            }
+        }
         let label = p.to_string();
         if let Some(c) = committed {
-            metrics.last_committed_offset.with_label_values(&[&label]).set(c);
+            metrics
+                .last_committed_offset
+                .with_label_values(&[&label])
+                .set(c);
         }
         let position = offset.unwrap_or(match reset {
             OffsetReset::Earliest => low,
             OffsetReset::Latest => high,
         });
-        metrics.consumer_lag.with_label_values(&[&label]).set((high - position).max(0));
-        out.push(Resume { partition: p, offset, committed, lake_next });
+        metrics
+            .consumer_lag
+            .with_label_values(&[&label])
+            .set((high - position).max(0));
+        out.push(Resume {
+            partition: p,
+            offset,
+            committed,
+            lake_next,
+        });
     }
     if recommit.count() > 0 {
         consumer.commit(&recommit, rdkafka::consumer::CommitMode::Sync)?;
@@ -90,7 +117,12 @@ pub fn resume_points(
 }
 
 /// Assigns every partition at its resume point.
-pub fn assign(consumer: &Consumer, topic: &str, resume: &[Resume], reset: OffsetReset) -> KafkaResult<()> {
+pub fn assign(
+    consumer: &Consumer,
+    topic: &str,
+    resume: &[Resume],
+    reset: OffsetReset,
+) -> KafkaResult<()> {
     let mut tpl = TopicPartitionList::new();
     for r in resume {
         let offset = match (r.offset, reset) {

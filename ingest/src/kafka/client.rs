@@ -27,7 +27,10 @@ pub fn client_config(cfg: &IngestConfig) -> ClientConfig {
         .set("statistics.interval.ms", cfg.stats_interval_ms.to_string())
         // Bounds librdkafka's prefetch per partition: the OOM guard.
         .set("queued.max.messages.kbytes", "16384")
-        .set("client.id", format!("millpond-{}-{}", cfg.topic, cfg.ordinal));
+        .set(
+            "client.id",
+            format!("millpond-{}-{}", cfg.topic, cfg.ordinal),
+        );
     for (k, v) in &cfg.consumer_overrides {
         c.set(k, v);
     }

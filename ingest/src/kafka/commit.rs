@@ -28,7 +28,10 @@ pub fn commit_offsets(
         match consumer.commit(&tpl, CommitMode::Sync) {
             Ok(()) => break,
             Err(e) => {
-                metrics.errors.with_label_values(&[error_type::OFFSET_COMMIT]).inc();
+                metrics
+                    .errors
+                    .with_label_values(&[error_type::OFFSET_COMMIT])
+                    .inc();
                 match ladder.delay(failed, None) {
                     Some(d) => {
                         tracing::warn!(error = %e, attempt = failed + 1, "offset commit failed; retrying");

@@ -14,14 +14,23 @@ pub struct LagSampler {
 
 impl Default for LagSampler {
     fn default() -> Self {
-        LagSampler { every: Duration::from_secs(60), last: None }
+        LagSampler {
+            every: Duration::from_secs(60),
+            last: None,
+        }
     }
 }
 
 impl LagSampler {
     /// `next` is the next offset to consume per partition (committed or
     /// current position).
-    pub fn maybe_sample(&mut self, consumer: &Consumer, topic: &str, next: &HashMap<i32, i64>, metrics: &IngestMetrics) {
+    pub fn maybe_sample(
+        &mut self,
+        consumer: &Consumer,
+        topic: &str,
+        next: &HashMap<i32, i64>,
+        metrics: &IngestMetrics,
+    ) {
         if self.last.is_some_and(|t| t.elapsed() < self.every) {
             return;
         }

@@ -35,7 +35,8 @@ fn mask_passwords(msg: &str) -> String {
             }
             (j + 2).min(tail.len())
         } else {
-            tail.find(|c: char| c.is_whitespace() || c == '"').unwrap_or(tail.len())
+            tail.find(|c: char| c.is_whitespace() || c == '"')
+                .unwrap_or(tail.len())
         };
         out.push_str("***");
         rest = &tail[end..];

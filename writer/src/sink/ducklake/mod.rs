@@ -196,7 +196,7 @@ impl DuckLakeSink {
 
     fn maybe_prune(&mut self) {
         self.flushes += 1;
-        if self.flushes % PRUNE_EVERY != 0 {
+        if !self.flushes.is_multiple_of(PRUNE_EVERY) {
             return;
         }
         if let Some(conn) = &self.conn {
