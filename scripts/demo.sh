@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine, with nothing but this repo:
-#   local Kafka-protocol broker with sample PostHog-like events
+#   local Kafka-compatible broker (nisshi) with sample PostHog-like events
 #   -> millpond-ingest -> Arrow Flight -> millpond-writer
 #   -> embedded DuckLake (local catalog file + data folder)
 # then a plain DuckDB query over the lake.
 #
 # Environment: DEMO_EVENTS (default 50000), DEMO_DIR (default
-# $MILLPOND_STATE/demo; wiped at start).
+# $MILLPOND_STATE/demo; wiped at start), DEMO_BROKER (nisshi, the default,
+# or mock for librdkafka's mock cluster, which needs no extra install).
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
@@ -27,11 +28,27 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-echo "==> local broker with $events sample events" >&2
-"$bin/millpond-mock-broker" --topic events --partitions 4 --sample-events "$events" >"$dir/broker.out" 2>"$dir/broker.log" &
-pids+=($!)
-for _ in $(seq 600); do grep -q BOOTSTRAP= "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done
-bootstrap=$(sed -n 's/^BOOTSTRAP=//p' "$dir/broker.out")
+if [ "${DEMO_BROKER:-nisshi}" = nisshi ]; then
+    bash scripts/setup-nisshi.sh
+    nisshi=${CARGO_HOME:-$HOME/.cargo}/bin/nisshi
+    port=${DEMO_KAFKA_PORT:-19092}
+    echo "==> nisshi broker on 127.0.0.1:$port (sqlite storage in $dir/broker)" >&2
+    mkdir -p "$dir/broker"
+    (cd "$dir/broker" && exec "$nisshi" broker --listener-url "tcp://127.0.0.1:$port" \
+        --advertised-listener-url "tcp://127.0.0.1:$port" --storage-engine sqlite://kafka.db) >"$dir/broker.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 300); do "$nisshi" topic list --broker "tcp://127.0.0.1:$port" >/dev/null 2>&1 && break; sleep 0.2; done
+    "$nisshi" topic create --broker "tcp://127.0.0.1:$port" --partitions 4 events >/dev/null
+    bootstrap=127.0.0.1:$port
+    echo "==> producing $events sample events" >&2
+    "$bin/millpond-sample-events" --bootstrap "$bootstrap" --topic events --count "$events"
+else
+    echo "==> mock broker with $events sample events" >&2
+    "$bin/millpond-mock-broker" --topic events --partitions 4 --sample-events "$events" >"$dir/broker.out" 2>"$dir/broker.log" &
+    pids+=($!)
+    for _ in $(seq 600); do grep -q BOOTSTRAP= "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done
+    bootstrap=$(sed -n 's/^BOOTSTRAP=//p' "$dir/broker.out")
+fi
 [ -n "$bootstrap" ] || millpond_die "broker did not start: $(cat "$dir/broker.log")"
 
 export DUCKLAKE_TABLE=events MILLPOND_LAKE_DIR=$dir/lake MILLPOND_LOG_FORMAT=text

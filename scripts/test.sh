@@ -45,6 +45,7 @@ step() {
 step setup-system bash scripts/setup-system.sh
 step setup-python bash scripts/setup-python.sh
 step setup-extensions bash scripts/setup-extensions.sh
+step setup-nisshi bash scripts/setup-nisshi.sh
 step services bash scripts/services.sh start
 eval "$(bash scripts/services.sh env)"
 

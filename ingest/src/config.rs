@@ -144,7 +144,10 @@ impl IngestConfig {
         let fetch_max_wait_ms = r.parse_or("FETCH_MAX_WAIT_MS", 500u64, |_| Ok(()));
         let stats_interval_ms = r.parse_or("STATS_INTERVAL_MS", 5000u64, |_| Ok(()));
         let writer_addr = r.string_or("MILLPOND_WRITER_ADDR", "127.0.0.1:50051");
-        if writer_addr.parse::<std::net::SocketAddr>().is_err() && !writer_addr.contains(':') {
+        let port_ok = writer_addr
+            .rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+        if !port_ok {
             r.errors.push(
                 "MILLPOND_WRITER_ADDR",
                 format!("must be host:port (got {writer_addr:?})"),

@@ -9,8 +9,8 @@ use arrow_flight::error::FlightError;
 use arrow_flight::{Action, FlightClient, FlightDescriptor};
 use futures::TryStreamExt;
 use millpond_proto::{
-    ErrorKind, FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets, RecordedOffsetsRequest,
-    WriteError, ACTION_RECORDED_OFFSETS,
+    AckOutcome, ErrorKind, FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets,
+    RecordedOffsetsRequest, WriteError, ACTION_RECORDED_OFFSETS,
 };
 use millpond_shared::retry::Ladder;
 use prost::Message;
@@ -79,8 +79,14 @@ impl WriterClient {
         let start = Instant::now();
         let mut failed = 0u32;
         loop {
+            let remaining = deadline
+                .saturating_sub(start.elapsed())
+                .max(Duration::from_secs(1));
             let outcome = match self.connect().await {
-                Ok(c) => op(c).await,
+                Ok(c) => match tokio::time::timeout(remaining, op(c)).await {
+                    Ok(o) => o,
+                    Err(_) => Attempt::Retry(format!("no answer within {remaining:?}")),
+                },
                 Err(e) => Attempt::Retry(e),
             };
             match outcome {
@@ -163,7 +169,9 @@ impl WriterClient {
                         .first()
                         .map(|r| FlushAck::decode(r.app_metadata.as_ref()))
                     {
-                        Some(Ok(ack)) => Attempt::Done(ack),
+                        Some(Ok(ack)) if ack.outcome() != AckOutcome::Unspecified => {
+                            Attempt::Done(ack)
+                        }
                         _ => Attempt::Retry("writer answered without an acknowledgement".into()),
                     },
                     Err(e) => classify(e),

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use millpond_proto::{FlushDescriptor, FlushTrigger};
 use millpond_shared::metrics::{skip_reason, IngestMetrics};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
 use crate::buffer::Pending;
@@ -24,10 +25,12 @@ pub struct Pipeline {
     pub rt: tokio::runtime::Handle,
     pub health: Arc<IngestHealth>,
     pub stop: Arc<AtomicBool>,
-    /// Next offset to consume per assigned partition (for lag).
+    /// Committed offset per assigned partition (for lag).
     pub next: HashMap<i32, i64>,
     pending: Pending,
     window: Instant,
+    /// A fatal consumer error: the loop stops with it.
+    fatal: Option<String>,
     lag: LagSampler,
 }
 
@@ -70,6 +73,7 @@ impl Pipeline {
             next,
             pending: Pending::default(),
             window: Instant::now(),
+            fatal: None,
             lag: LagSampler::default(),
         }
     }
@@ -88,6 +92,9 @@ impl Pipeline {
                 return Ok(());
             }
             self.consume_once();
+            if let Some(e) = self.fatal.take() {
+                anyhow::bail!("the Kafka consumer hit a fatal error: {e}");
+            }
             if self.pending.bytes() as u64 >= self.cfg.flush_size {
                 self.flush(FlushTrigger::Size)?;
             } else if self.window.elapsed() >= self.cfg.flush_interval {
@@ -130,7 +137,12 @@ impl Pipeline {
                 Some(Ok(m)) => messages.push(m),
                 Some(Err(e)) => {
                     self.metrics.errors.with_label_values(&["kafka"]).inc();
-                    tracing::warn!(error = %e, "consume error");
+                    if matches!(e, KafkaError::MessageConsumptionFatal(_)) {
+                        tracing::error!(error = %e, "fatal consumer error");
+                        self.fatal = Some(e.to_string());
+                    } else {
+                        tracing::warn!(error = %e, "consume error");
+                    }
                     break;
                 }
             }
@@ -153,9 +165,6 @@ impl Pipeline {
                 .records_consumed
                 .with_label_values(&[&p.to_string()])
                 .inc_by(n);
-        }
-        for m in &messages {
-            self.next.insert(m.partition(), m.offset() + 1);
         }
         let started = Instant::now();
         let converted = convert(&payloads);
@@ -201,6 +210,13 @@ impl Pipeline {
                     .send(&desc, schema, &batches, self.cfg.send_deadline),
             )?;
         drop(batches);
+        if ack.flush_id != desc.flush_id {
+            anyhow::bail!(
+                "the writer acknowledged flush {:?} while {} was sent; not committing",
+                ack.flush_id,
+                desc.flush_id
+            );
+        }
         if self.cfg.failpoint.as_deref() == Some("kill_after_ack") {
             tracing::warn!(flush_id = %desc.flush_id, "failpoint kill_after_ack: SIGKILL before the Kafka commit");
             let _ = std::process::Command::new("kill")

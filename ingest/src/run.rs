@@ -84,7 +84,7 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
             tracing::info!(partition = r.partition, resume = ?r.offset, committed = ?r.committed, lake_next = ?r.lake_next, "partition assigned");
         }
         assign(&consumer, &cfg.topic, &resume, cfg.auto_offset_reset)?;
-        let next: HashMap<i32, i64> = resume.iter().filter_map(|r| r.offset.map(|o| (r.partition, o))).collect();
+        let next: HashMap<i32, i64> = resume.iter().map(|r| (r.partition, r.position)).collect();
         tracing::info!(partitions = ?mine, of = count, ordinal = cfg.ordinal, http = %http, "consuming");
         Pipeline::new(cfg, consumer, task_metrics, writer, handle, health, stop, next).run()
     })

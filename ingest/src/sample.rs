@@ -1,6 +1,10 @@
 //! PostHog-like sample events (~1.3 KB of JSON each) for the demo, tests
 //! and benchmarks. Deterministic for a given index.
 use std::fmt::Write;
+use std::time::Duration;
+
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::ClientConfig;
 
 const EVENTS: [&str; 6] = [
     "$pageview",
@@ -64,6 +68,33 @@ pub fn event(i: u64) -> String {
         i % 9000,
         props
     )
+}
+
+/// Produces events `start..start + count` to `topic`, keyed by distinct_id
+/// (so partitions follow the producer's hashing).
+pub fn produce(bootstrap: &str, topic: &str, start: u64, count: u64) -> anyhow::Result<()> {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "20")
+        .set("compression.type", "lz4")
+        .create()?;
+    for i in start..start + count {
+        let payload = event(i);
+        let key = format!("user-{}", i % 9000);
+        let mut record = BaseRecord::to(topic).key(&key).payload(&payload);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(10));
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(60))?;
+    Ok(())
 }
 
 #[cfg(test)]

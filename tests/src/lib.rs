@@ -5,6 +5,7 @@ pub mod flight;
 pub mod ingest;
 pub mod kafka;
 pub mod lake;
+pub mod nisshi;
 pub mod process;
 pub mod proxy;
 pub mod scrape;

@@ -18,6 +18,9 @@ pub struct WriterConfig {
     /// Test hook (MILLPOND_FAILPOINT): `kill_after_commit` makes the process
     /// SIGKILL itself after the lake commit and before the acknowledgement.
     pub failpoint: Option<String>,
+    /// After SIGTERM, the longest the writer keeps serving its ingest's
+    /// final flush (MILLPOND_WRITER_SHUTDOWN_GRACE_S, default 60).
+    pub shutdown_grace: std::time::Duration,
 }
 
 impl WriterConfig {
@@ -50,6 +53,11 @@ impl WriterConfig {
         );
         let sink = DuckLakeConfig::parse(&mut r);
         let failpoint = r.optional("MILLPOND_FAILPOINT");
+        let shutdown_grace = std::time::Duration::from_secs(r.parse_or(
+            "MILLPOND_WRITER_SHUTDOWN_GRACE_S",
+            60u64,
+            |_| Ok(()),
+        ));
         r.finish()?;
         Ok(WriterConfig {
             common,
@@ -57,6 +65,7 @@ impl WriterConfig {
             max_message_bytes,
             sink: sink.expect("no errors means the sink config parsed"),
             failpoint,
+            shutdown_grace,
         })
     }
 }

@@ -15,6 +15,9 @@ use crate::health::WriterHealth;
 use crate::sink::ducklake::DuckLakeSink;
 use crate::sink::{SharedSink, Sink};
 
+/// How long DoPuts must be quiet before a stopping writer exits.
+const DRAIN_QUIET: Duration = Duration::from_secs(2);
+
 pub fn main() -> ExitCode {
     let cfg = match WriterConfig::from_env(&Env::from_process()) {
         Ok(c) => c,
@@ -55,6 +58,7 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let service = WriterService::new(sink.clone(), metrics, health, fatal_tx)
         .with_failpoint(cfg.failpoint.clone());
+    let activity = service.activity();
     let mut stop = stop_rx.clone();
     let server = serve(cfg.addr, service, cfg.max_message_bytes, async move {
         let _ = stop.wait_for(|s| *s).await;
@@ -66,6 +70,20 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
         _ = millpond_shared::shutdown::signal() => None,
         r = fatal_rx.wait_for(Option::is_some) => r.ok().and_then(|v| v.clone()),
     };
+    if fatal.is_none() {
+        // The pod's ingest gets SIGTERM at the same moment and sends its final
+        // flush: keep serving until DoPuts have been quiet for a moment.
+        let since = std::time::Instant::now();
+        while !(activity.idle_for(DRAIN_QUIET) && since.elapsed() >= DRAIN_QUIET)
+            && since.elapsed() < cfg.shutdown_grace
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tracing::info!(
+            waited_ms = since.elapsed().as_millis() as u64,
+            "draining done; stopping"
+        );
+    }
     if fatal.is_some() {
         // Let the failed DoPut's status reach the client before exiting.
         tokio::time::sleep(Duration::from_millis(200)).await;

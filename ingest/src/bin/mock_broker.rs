@@ -4,11 +4,7 @@
 //!
 //! usage: millpond-mock-broker [--topic events] [--partitions 4]
 //!        [--sample-events N] [--brokers 1]
-use std::time::Duration;
-
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::ClientConfig;
 
 fn arg(args: &[String], name: &str, default: &str) -> String {
     args.windows(2)
@@ -27,24 +23,7 @@ fn main() -> anyhow::Result<()> {
     cluster.create_topic(&topic, partitions, 1)?;
     let bootstrap = cluster.bootstrap_servers();
     if samples > 0 {
-        let producer: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .set("linger.ms", "5")
-            .create()?;
-        for i in 0..samples {
-            let payload = millpond_ingest::sample::event(i);
-            let key = format!("user-{}", i % 9000);
-            loop {
-                match producer.send(BaseRecord::to(&topic).key(&key).payload(&payload)) {
-                    Ok(()) => break,
-                    Err((_, _)) => {
-                        producer.poll(Duration::from_millis(10));
-                    }
-                }
-            }
-            producer.poll(Duration::ZERO);
-        }
-        producer.flush(Duration::from_secs(30))?;
+        millpond_ingest::sample::produce(&bootstrap, &topic, 0, samples)?;
     }
     println!("BOOTSTRAP={bootstrap}");
     eprintln!(

@@ -5,7 +5,7 @@ use std::time::Duration;
 use millpond_proto::OffsetRange;
 use millpond_shared::metrics::IngestMetrics;
 use rdkafka::consumer::Consumer as _;
-use rdkafka::error::KafkaResult;
+use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::client::Consumer;
@@ -18,6 +18,25 @@ pub fn my_partitions(count: i32, replicas: i32, ordinal: i32) -> Vec<i32> {
     (0..count).filter(|p| p % replicas == ordinal).collect()
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error(transparent)]
+    Kafka(#[from] KafkaError),
+    /// The lake recorded offsets the partition does not have: the topic was
+    /// probably deleted and recreated. Consuming would be acknowledged as
+    /// already written and silently dropped, so refuse to start.
+    #[error(
+        "partition {partition}: the lake recorded offsets up to {} but the partition ends at {high}; \
+         was the topic recreated? Point the pipeline at a new table or remove the partition's rows \
+         from _millpond_offsets", lake_next - 1
+    )]
+    LakeAhead {
+        partition: i32,
+        lake_next: i64,
+        high: i64,
+    },
+}
+
 /// Where one partition starts, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resume {
@@ -26,6 +45,8 @@ pub struct Resume {
     pub offset: Option<i64>,
     pub committed: Option<i64>,
     pub lake_next: Option<i64>,
+    /// Where consumption starts (the reset target when `offset` is None).
+    pub position: i64,
 }
 
 /// Resume points: the later of Kafka's committed offset and the offset after
@@ -38,7 +59,7 @@ pub fn resume_points(
     reset: OffsetReset,
     lake: &[OffsetRange],
     metrics: &IngestMetrics,
-) -> KafkaResult<Vec<Resume>> {
+) -> Result<Vec<Resume>, ResumeError> {
     let mut tpl = TopicPartitionList::new();
     for p in partitions {
         tpl.add_partition(topic, *p);
@@ -73,6 +94,15 @@ pub fn resume_points(
             }
         }
         let lake_next = lake.iter().find(|r| r.partition == p).map(|r| r.last + 1);
+        if let Some(l) = lake_next {
+            if l > high {
+                return Err(ResumeError::LakeAhead {
+                    partition: p,
+                    lake_next: l,
+                    high,
+                });
+            }
+        }
         let offset = match (committed, lake_next) {
             (Some(c), Some(l)) => Some(c.max(l)),
             (c, l) => c.or(l),
@@ -108,6 +138,7 @@ pub fn resume_points(
             offset,
             committed,
             lake_next,
+            position,
         });
     }
     if recommit.count() > 0 {
@@ -122,7 +153,7 @@ pub fn assign(
     topic: &str,
     resume: &[Resume],
     reset: OffsetReset,
-) -> KafkaResult<()> {
+) -> Result<(), KafkaError> {
     let mut tpl = TopicPartitionList::new();
     for r in resume {
         let offset = match (r.offset, reset) {

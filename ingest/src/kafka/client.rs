@@ -1,6 +1,6 @@
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::error::KafkaResult;
+use rdkafka::error::KafkaError;
 
 use super::stats::StatsContext;
 use crate::config::IngestConfig;
@@ -37,6 +37,13 @@ pub fn client_config(cfg: &IngestConfig) -> ClientConfig {
     c
 }
 
-pub fn build_consumer(cfg: &IngestConfig, ctx: StatsContext) -> KafkaResult<Consumer> {
-    client_config(cfg).create_with_context(ctx)
+/// Builds the consumer. A refused property is reported by name only: its
+/// value may be a credential (KAFKA_CONSUMER_SASL_PASSWORD and friends).
+pub fn build_consumer(cfg: &IngestConfig, ctx: StatsContext) -> anyhow::Result<Consumer> {
+    client_config(cfg).create_with_context(ctx).map_err(|e| match e {
+        KafkaError::ClientConfig(_, _, key, _) => anyhow::anyhow!(
+            "librdkafka refused the property {key:?} (set by KAFKA_CONSUMER_* or a core variable); its value is not shown"
+        ),
+        other => anyhow::anyhow!("creating the Kafka consumer failed: {}", other.rdkafka_error_code().map(|c| c.to_string()).unwrap_or_else(|| "unknown error".into())),
+    })
 }

@@ -22,8 +22,8 @@ impl Default for LagSampler {
 }
 
 impl LagSampler {
-    /// `next` is the next offset to consume per partition (committed or
-    /// current position).
+    /// `next` is the committed offset per partition (the next to read after
+    /// a restart), so lag counts everything not yet durable.
     pub fn maybe_sample(
         &mut self,
         consumer: &Consumer,
@@ -34,9 +34,14 @@ impl LagSampler {
         if self.last.is_some_and(|t| t.elapsed() < self.every) {
             return;
         }
-        self.last = Some(Instant::now());
+        let started = Instant::now();
+        self.last = Some(started);
         for (p, pos) in next {
-            match consumer.fetch_watermarks(topic, *p, Duration::from_secs(5)) {
+            // Never let sampling eat into the liveness budget.
+            if started.elapsed() > Duration::from_secs(10) {
+                break;
+            }
+            match consumer.fetch_watermarks(topic, *p, Duration::from_secs(1)) {
                 Ok((_, high)) => metrics
                     .consumer_lag
                     .with_label_values(&[&p.to_string()])

@@ -6,7 +6,7 @@ mod commit;
 mod lag;
 mod stats;
 
-pub use assign::{assign, my_partitions, resume_points, Resume};
+pub use assign::{assign, my_partitions, resume_points, Resume, ResumeError};
 pub use client::{build_consumer, Consumer};
 pub use commit::commit_offsets;
 pub use lag::LagSampler;

@@ -33,6 +33,38 @@ pub struct WriterService {
     /// Receives a reason when the writer must exit non-zero.
     fatal: watch::Sender<Option<String>>,
     failpoint: Option<String>,
+    activity: Arc<Activity>,
+}
+
+/// DoPut activity, so a stopping writer can wait for its ingest's last flush.
+#[derive(Default)]
+pub struct Activity {
+    in_flight: std::sync::atomic::AtomicUsize,
+    last: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Activity {
+    fn begin(&self) {
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+
+    fn end(&self) {
+        self.in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+
+    /// No DoPut running, and none started or finished for `quiet`.
+    pub fn idle_for(&self, quiet: std::time::Duration) -> bool {
+        self.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0
+            && self
+                .last
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none_or(|t| t.elapsed() >= quiet)
+    }
 }
 
 impl WriterService {
@@ -48,13 +80,119 @@ impl WriterService {
             health,
             fatal,
             failpoint: None,
+            activity: Arc::default(),
         }
+    }
+
+    /// Shared view of DoPut activity (for graceful shutdown).
+    pub fn activity(&self) -> Arc<Activity> {
+        self.activity.clone()
     }
 
     /// Installs a test failpoint (see `WriterConfig::failpoint`).
     pub fn with_failpoint(mut self, failpoint: Option<String>) -> Self {
         self.failpoint = failpoint;
         self
+    }
+
+    pub(super) async fn put(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<BoxStream<'static, Result<PutResult, Status>>>, Status> {
+        let started = Instant::now();
+        let (flush, enc, _) = self.receive(request).await.inspect_err(|_| {
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::FLIGHT])
+                .inc();
+        })?;
+        let bytes = flush.arrow_bytes();
+        let rows_in = flush.rows();
+        let id = flush.id.clone();
+        let sink = self.sink.clone();
+        let metrics = self.metrics.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
+            let name = sink.name();
+            write_with_retry(sink.as_mut(), &flush, &metrics, &std::thread::sleep)
+                .map(|r| (r.into_inner(), name))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("write task failed: {e}")))?;
+
+        match result {
+            Ok((receipt, sink_name)) => {
+                if self.failpoint.as_deref() == Some("kill_after_commit") {
+                    tracing::warn!(flush_id = %id, "failpoint kill_after_commit: SIGKILL before the ack");
+                    let _ = std::process::Command::new("kill")
+                        .args(["-9", &std::process::id().to_string()])
+                        .status();
+                }
+                self.health.write_succeeded();
+                self.metrics.records_written.inc_by(receipt.rows_written);
+                self.metrics
+                    .flush_duration
+                    .observe(started.elapsed().as_secs_f64());
+                self.metrics.flush_size_bytes.observe(bytes as f64);
+                self.metrics.flush_size_records.observe(rows_in as f64);
+                tracing::info!(flush_id = %id, rows = receipt.rows_written, outcome = ?receipt.outcome,
+                    snapshot = ?receipt.snapshot_id, ms = started.elapsed().as_millis() as u64, "flush durable");
+                let ack = FlushAck {
+                    flush_id: id,
+                    rows_written: receipt.rows_written,
+                    outcome: receipt.outcome as i32,
+                    sink: sink_name.to_owned(),
+                    table: receipt.table,
+                    snapshot_id: receipt.snapshot_id.unwrap_or(-1),
+                    recorded: receipt.recorded,
+                };
+                let put = PutResult {
+                    app_metadata: encode_ack(&ack, enc),
+                };
+                Ok(Response::new(stream::once(async { Ok(put) }).boxed()))
+            }
+            Err(failure) => {
+                let status = self.failure_status(&id, &failure);
+                self.health.write_failed(failure.error.message.clone());
+                if failure.exhausted {
+                    let reason =
+                        format!("flush {id}: retries exhausted: {}", failure.error.message);
+                    self.health.set_fatal(reason.clone());
+                    let _ = self.fatal.send(Some(reason));
+                }
+                Err(status)
+            }
+        }
+    }
+
+    pub(super) async fn action(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<BoxStream<'static, Result<arrow_flight::Result, Status>>>, Status> {
+        let action = request.into_inner();
+        if action.r#type != ACTION_RECORDED_OFFSETS {
+            return Err(Status::unimplemented(format!(
+                "unknown action {:?}; supported: {ACTION_RECORDED_OFFSETS}",
+                action.r#type
+            )));
+        }
+        let req = RecordedOffsetsRequest::decode(action.body.as_ref())
+            .map_err(|e| Status::invalid_argument(format!("RecordedOffsetsRequest: {e}")))?;
+        let sink = self.sink.clone();
+        let ranges: Vec<OffsetRange> = tokio::task::spawn_blocking(move || {
+            let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
+            let r = sink.recorded_offsets(&req.topic);
+            if r.is_err() {
+                sink.reset_caches();
+            }
+            r
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| Status::unavailable(format!("reading recorded offsets: {}", e.message)))?;
+        let body = RecordedOffsets { ranges }.encode_to_vec();
+        let result = arrow_flight::Result { body: body.into() };
+        Ok(Response::new(stream::once(async { Ok(result) }).boxed()))
     }
 
     fn failure_status(&self, flush_id: &str, f: &WriteFailure) -> Status {
@@ -159,100 +297,17 @@ impl FlightService for WriterService {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
-        let started = Instant::now();
-        let (flush, enc, _) = self.receive(request).await.inspect_err(|_| {
-            self.metrics
-                .errors
-                .with_label_values(&[error_type::FLIGHT])
-                .inc();
-        })?;
-        let bytes = flush.arrow_bytes();
-        let rows_in = flush.rows();
-        let id = flush.id.clone();
-        let sink = self.sink.clone();
-        let metrics = self.metrics.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
-            let name = sink.name();
-            write_with_retry(sink.as_mut(), &flush, &metrics, &std::thread::sleep)
-                .map(|r| (r.into_inner(), name))
-        })
-        .await
-        .map_err(|e| Status::internal(format!("write task failed: {e}")))?;
-
-        match result {
-            Ok((receipt, sink_name)) => {
-                if self.failpoint.as_deref() == Some("kill_after_commit") {
-                    tracing::warn!(flush_id = %id, "failpoint kill_after_commit: SIGKILL before the ack");
-                    let _ = std::process::Command::new("kill")
-                        .args(["-9", &std::process::id().to_string()])
-                        .status();
-                }
-                self.health.write_succeeded();
-                self.metrics.records_written.inc_by(receipt.rows_written);
-                self.metrics
-                    .flush_duration
-                    .observe(started.elapsed().as_secs_f64());
-                self.metrics.flush_size_bytes.observe(bytes as f64);
-                self.metrics.flush_size_records.observe(rows_in as f64);
-                tracing::info!(flush_id = %id, rows = receipt.rows_written, outcome = ?receipt.outcome,
-                    snapshot = ?receipt.snapshot_id, ms = started.elapsed().as_millis() as u64, "flush durable");
-                let ack = FlushAck {
-                    flush_id: id,
-                    rows_written: receipt.rows_written,
-                    outcome: receipt.outcome as i32,
-                    sink: sink_name.to_owned(),
-                    table: receipt.table,
-                    snapshot_id: receipt.snapshot_id.unwrap_or(-1),
-                    recorded: receipt.recorded,
-                };
-                let put = PutResult {
-                    app_metadata: encode_ack(&ack, enc),
-                };
-                Ok(Response::new(stream::once(async { Ok(put) }).boxed()))
-            }
-            Err(failure) => {
-                let status = self.failure_status(&id, &failure);
-                self.health.write_failed(failure.error.message.clone());
-                if failure.exhausted {
-                    let reason =
-                        format!("flush {id}: retries exhausted: {}", failure.error.message);
-                    self.health.set_fatal(reason.clone());
-                    let _ = self.fatal.send(Some(reason));
-                }
-                Err(status)
-            }
-        }
+        self.activity.begin();
+        let result = self.put(request).await;
+        self.activity.end();
+        result
     }
 
     async fn do_action(
         &self,
         request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
-        let action = request.into_inner();
-        if action.r#type != ACTION_RECORDED_OFFSETS {
-            return Err(Status::unimplemented(format!(
-                "unknown action {:?}; supported: {ACTION_RECORDED_OFFSETS}",
-                action.r#type
-            )));
-        }
-        let req = RecordedOffsetsRequest::decode(action.body.as_ref())
-            .map_err(|e| Status::invalid_argument(format!("RecordedOffsetsRequest: {e}")))?;
-        let sink = self.sink.clone();
-        let ranges: Vec<OffsetRange> = tokio::task::spawn_blocking(move || {
-            let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
-            let r = sink.recorded_offsets(&req.topic);
-            if r.is_err() {
-                sink.reset_caches();
-            }
-            r
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?
-        .map_err(|e| Status::unavailable(format!("reading recorded offsets: {}", e.message)))?;
-        let body = RecordedOffsets { ranges }.encode_to_vec();
-        let result = arrow_flight::Result { body: body.into() };
-        Ok(Response::new(stream::once(async { Ok(result) }).boxed()))
+        self.action(request).await
     }
 
     async fn list_actions(

@@ -91,6 +91,18 @@ impl DuckLakeConfig {
         let connection = r.string_or("DUCKLAKE_CONNECTION", ":memory:");
 
         let (catalog, data_path) = match r.optional("DUCKLAKE_RDS_HOST") {
+            None if r
+                .optional("DUCKLAKE_DATA_PATH")
+                .is_some_and(|d| d.contains("://")) =>
+            {
+                // A local catalog over remote data is almost certainly a
+                // missing host: the catalog would vanish with the container.
+                r.errors.push(
+                    "DUCKLAKE_RDS_HOST",
+                    "is required when DUCKLAKE_DATA_PATH is remote (the embedded catalog is for local data only)",
+                );
+                (None, String::new())
+            }
             None => {
                 let dir = r.string_or("MILLPOND_LAKE_DIR", "./millpond-lake");
                 let path = PathBuf::from(
@@ -256,6 +268,16 @@ mod tests {
         ] {
             assert!(errs.iter().any(|e| e == var), "{var} missing from {errs:?}");
         }
+    }
+
+    #[test]
+    fn embedded_catalog_refuses_remote_data() {
+        let errs = parse(&[
+            ("DUCKLAKE_TABLE", "events"),
+            ("DUCKLAKE_DATA_PATH", "s3://b/x/"),
+        ])
+        .unwrap_err();
+        assert!(errs.contains(&"DUCKLAKE_RDS_HOST".to_owned()), "{errs:?}");
     }
 
     #[test]

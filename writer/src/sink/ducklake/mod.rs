@@ -168,12 +168,12 @@ impl DuckLakeSink {
         }
     }
 
-    fn commit(&mut self, flush: &Flush, rows: u64) -> Result<Option<i64>, SinkError> {
+    fn commit(&mut self, flush: &Flush, rows: u64, select: &str) -> Result<Option<i64>, SinkError> {
         let table = self.cfg.qualified_table();
         let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
         if rows > 0 {
             sql.push(format!(
-                "INSERT INTO {table} BY NAME SELECT *, now() AS _inserted_at FROM {STAGE}"
+                "INSERT INTO {table} BY NAME SELECT {select}, now() AS _inserted_at FROM {STAGE}"
             ));
         }
         if let Some(s) = self.offsets.insert_sql(&flush.id, &flush.ranges) {
@@ -201,10 +201,32 @@ impl DuckLakeSink {
         }
         if let Some(conn) = &self.conn {
             if let Err(e) = conn.execute_batch(&self.offsets.prune_sql()) {
+                let e = connect::scrub(&self.cfg, &e.to_string());
                 tracing::info!(error = %e, "pruning old offset rows failed; will try again later");
             }
         }
     }
+}
+
+/// `*`, or explicit columns with TRY_CAST for the ones whose type change
+/// was refused: an unconvertible value becomes NULL instead of failing the
+/// whole flush forever (the partition would never advance).
+fn insert_projection(
+    schema: &arrow::datatypes::Schema,
+    refused: &[(String, String, String)],
+) -> String {
+    if refused.is_empty() {
+        return "*".into();
+    }
+    schema
+        .fields()
+        .iter()
+        .map(|f| match refused.iter().find(|(c, _, _)| c == f.name()) {
+            Some((c, live, _)) => format!("TRY_CAST(\"{c}\" AS {live}) AS \"{c}\""),
+            None => format!("\"{}\"", f.name()),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Sink for DuckLakeSink {
@@ -212,12 +234,13 @@ impl Sink for DuckLakeSink {
         self.session()?;
         self.ensure_offsets_table()?;
         let table = self.cfg.qualified_table();
-        let topic = flush
-            .ranges
-            .first()
-            .map(|r| r.topic.clone())
-            .unwrap_or_default();
-        let recorded = self.recorded_offsets(&topic)?;
+        let mut topics: Vec<&str> = flush.ranges.iter().map(|r| r.topic.as_str()).collect();
+        topics.sort_unstable();
+        topics.dedup();
+        let mut recorded = Vec::new();
+        for topic in topics {
+            recorded.extend(self.recorded_offsets(topic)?);
+        }
         match coverage(&flush.ranges, &recorded) {
             Coverage::AlreadyRecorded => {
                 self.metrics.flushes_already_recorded.inc();
@@ -243,6 +266,7 @@ impl Sink for DuckLakeSink {
         self.count_projection(&proj);
         let rows_in = flush.rows();
         let schema = proj.schema(&flush.schema);
+        let mut refused = Vec::new();
         if rows_in > 0 && !schema.fields().is_empty() {
             let conn = self.conn.as_ref().expect("session open");
             let evo = table::ensure(conn, &self.cfg, &mut self.live, &schema)?;
@@ -257,19 +281,21 @@ impl Sink for DuckLakeSink {
             }
             for (col, live, batch) in &evo.refused {
                 tracing::warn!(column = %col, live_type = %live, batch_type = %batch,
-                    "type change refused (not a widening); values are cast to the live type on insert");
+                    "type change refused (not a widening); values are cast to the live type, NULL where they do not convert");
                 self.metrics
                     .errors
                     .with_label_values(&[error_type::SCHEMA])
                     .inc();
             }
+            refused = evo.refused;
         }
         let rows = if rows_in > 0 && !schema.fields().is_empty() {
             self.stage(flush, &proj)?
         } else {
             0
         };
-        let snapshot_id = self.commit(flush, rows)?;
+        let select = insert_projection(&schema, &refused);
+        let snapshot_id = self.commit(flush, rows, &select)?;
         self.maybe_prune();
         Ok(Durable::new(Receipt {
             rows_written: rows,

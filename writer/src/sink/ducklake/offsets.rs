@@ -100,13 +100,17 @@ pub fn coverage(flush: &[OffsetRange], recorded: &[OffsetRange]) -> Coverage {
         recorded
             .iter()
             .find(|x| x.topic == r.topic && x.partition == r.partition)
-            .map(|x| x.last)
+            .map(|x| (x.first, x.last))
     };
     let mut covered = 0;
     for r in flush {
         match last_of(r) {
-            Some(last) if last >= r.last => covered += 1,
-            Some(last) if last >= r.first => {
+            // Only the very range recorded last counts as a resend: anything
+            // else below the recorded offsets is a different cut of the log
+            // (a recreated topic, a hand-made replay) and must not be
+            // acknowledged as written.
+            Some((first, last)) if first == r.first && last == r.last => covered += 1,
+            Some((_, last)) if last >= r.first => {
                 return Coverage::Overlap(format!(
                     "partition {} range {}..={} overlaps recorded offsets up to {last}",
                     r.partition, r.first, r.last

@@ -6,6 +6,7 @@ use duckdb::{params, Connection};
 
 use super::classify::classify;
 use super::config::DuckLakeConfig;
+use super::connect::scrub;
 use super::types::{duck_type, is_widening, normalize};
 use crate::sink::SinkError;
 
@@ -40,8 +41,12 @@ fn quoted(name: &str) -> String {
     format!("\"{name}\"")
 }
 
-fn exec(conn: &Connection, sql: &str) -> Result<(), SinkError> {
-    conn.execute_batch(sql).map_err(|e| classify(e.to_string()))
+fn exec(conn: &Connection, cfg: &DuckLakeConfig, sql: &str) -> Result<(), SinkError> {
+    conn.execute_batch(sql).map_err(|e| duck_err(cfg, e))
+}
+
+fn duck_err(cfg: &DuckLakeConfig, e: duckdb::Error) -> SinkError {
+    classify(scrub(cfg, &e.to_string()))
 }
 
 /// Makes the table exist with every column of `schema` (already projected
@@ -55,8 +60,9 @@ pub fn ensure(
 ) -> Result<Evolution, SinkError> {
     let mut evo = Evolution::default();
     let table = cfg.qualified_table();
-    if live.is_none() {
-        *live = Some(read_columns(conn, cfg).map_err(|e| classify(e.to_string()))?);
+    let fresh = live.is_none();
+    if fresh {
+        *live = Some(read_columns(conn, cfg).map_err(|e| duck_err(cfg, e))?);
     }
     if live.as_ref().is_some_and(HashMap::is_empty) {
         if cfg.schema != "main" {
@@ -69,29 +75,35 @@ pub fn ensure(
             .collect();
         cols.push("_inserted_at TIMESTAMP WITH TIME ZONE".into());
         let create = format!("CREATE TABLE IF NOT EXISTS {table} ({})", cols.join(", "));
-        match exec(conn, &create) {
+        match exec(conn, cfg, &create) {
             Ok(()) => evo.created = true,
             Err(e) => {
                 tracing::info!(error = %e.message, "table creation raced another writer; re-reading the catalog")
             }
         }
-        let cols = read_columns(conn, cfg).map_err(|e| classify(e.to_string()))?;
+        let cols = read_columns(conn, cfg).map_err(|e| duck_err(cfg, e))?;
         if cols.is_empty() {
             return Err(SinkError::transient(format!(
                 "table {table} still missing after CREATE"
             )));
         }
         if evo.created {
-            if let Some(p) = &cfg.partition_by {
-                exec(
-                    conn,
-                    &format!("ALTER TABLE {table} SET PARTITIONED BY ({p})"),
-                )?;
-                tracing::info!(partition_by = %p, "table partitioning set");
-            }
             tracing::info!(table = %table, columns = cols.len(), "table created");
         }
         *live = Some(cols);
+    }
+    // DUCKLAKE_PARTITION_BY on the first write of every session: idempotent,
+    // so a restart heals a table whose creator died before partitioning it,
+    // and setting it on an existing table partitions the files written next.
+    if fresh {
+        if let Some(p) = &cfg.partition_by {
+            exec(
+                conn,
+                cfg,
+                &format!("ALTER TABLE {table} SET PARTITIONED BY ({p})"),
+            )?;
+            tracing::info!(partition_by = %p, "table partitioning applied");
+        }
     }
     let cols = live.as_mut().expect("loaded above");
     for f in schema.fields() {
@@ -101,6 +113,7 @@ pub fn ensure(
             None => {
                 exec(
                     conn,
+                    cfg,
                     &format!(
                         "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {} {batch_type}",
                         quoted(f.name())
@@ -113,6 +126,7 @@ pub fn ensure(
             Some(live_type) if is_widening(live_type, &batch_type) => {
                 exec(
                     conn,
+                    cfg,
                     &format!(
                         "ALTER TABLE {table} ALTER COLUMN {} SET DATA TYPE {batch_type}",
                         quoted(f.name())

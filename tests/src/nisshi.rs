@@ -1,0 +1,91 @@
+//! nisshi, a Kafka-compatible broker, as a separate process (installed by
+//! scripts/setup-nisshi.sh).
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::process::free_port;
+
+pub struct Nisshi {
+    child: Child,
+    pub bootstrap: String,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+fn nisshi_bin() -> String {
+    let home = std::env::var("CARGO_HOME")
+        .unwrap_or_else(|_| format!("{}/.cargo", std::env::var("HOME").unwrap()));
+    let bin = format!("{home}/bin/nisshi");
+    assert!(
+        std::path::Path::new(&bin).exists(),
+        "{bin} missing: run scripts/setup-nisshi.sh"
+    );
+    bin
+}
+
+impl Nisshi {
+    /// A broker with sqlite storage in a temp dir (survives its restarts).
+    pub fn start() -> Nisshi {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let log = std::fs::File::create(dir.path().join("nisshi.log")).unwrap();
+        let child = Command::new(nisshi_bin())
+            .current_dir(dir.path())
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "sqlite://kafka.db"])
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        let n = Nisshi {
+            child,
+            bootstrap: format!("127.0.0.1:{port}"),
+            url,
+            _dir: dir,
+        };
+        let until = Instant::now() + Duration::from_secs(60);
+        while !n.cli(&["topic", "list"]) {
+            assert!(Instant::now() < until, "nisshi did not become ready");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        n
+    }
+
+    fn cli(&self, args: &[&str]) -> bool {
+        Command::new(nisshi_bin())
+            .args(args)
+            .args(["--broker", &self.url])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    }
+
+    pub fn create_topic(&self, name: &str, partitions: i32) {
+        assert!(
+            self.cli(&[
+                "topic",
+                "create",
+                "--partitions",
+                &partitions.to_string(),
+                name
+            ]),
+            "create topic {name}"
+        );
+    }
+}
+
+impl Drop for Nisshi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,73 @@
+//! millpond-replay: re-send a Kafka offset range or a JSON-lines file.
+use std::process::Command;
+
+use millpond_tests::kafka::produce_events;
+use millpond_tests::lake::{Backend, Lake};
+use millpond_tests::process::binary;
+use millpond_tests::writer::Writer;
+use rdkafka::mocking::MockCluster;
+
+fn replay(args: &[&str]) -> String {
+    let out = Command::new(binary("millpond-replay"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "replay failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn replays_a_kafka_range_once_and_a_jsonl_file() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("events", 1, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    produce_events(&bs, "events", 1, 0, 100);
+    let lake = Lake::new(Backend::Embedded, "events");
+    let w = Writer::start(&lake);
+    let kafka = [
+        "--writer",
+        &w.addr,
+        "--topic",
+        "events",
+        "--partition",
+        "0",
+        "--kafka",
+        &bs,
+        "--from",
+        "0",
+        "--to",
+        "49",
+    ];
+    let first = replay(&kafka);
+    assert!(first.contains("50 records"), "{first}");
+    assert!(first.contains("Written, 50 rows"), "{first}");
+    let again = replay(&kafka);
+    assert!(again.contains("AlreadyRecorded, 0 rows"), "{again}");
+
+    let file = lake.dir.path().join("events.jsonl");
+    std::fs::write(&file, "{\"seq\":1000}\nnot json\n{\"seq\":1001}\n").unwrap();
+    let f = file.display().to_string();
+    let out = replay(&[
+        "--writer",
+        &w.addr,
+        "--topic",
+        "events",
+        "--partition",
+        "0",
+        "--jsonl",
+        &f,
+        "--from",
+        "50",
+    ]);
+    assert!(
+        out.contains("3 records, 1 skipped as invalid JSON"),
+        "{out}"
+    );
+    assert!(out.contains("Written, 2 rows"), "{out}");
+    w.stop();
+    assert_eq!(lake.count(), 52);
+}
