@@ -169,6 +169,16 @@ async fn schema_evolves_across_flushes(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(ack.rows_written, 1);
+    // Text into the BIGINT column: refused; what converts lands, the rest is
+    // NULL, and the partition keeps moving.
+    let b4 = batch(
+        vec![("n", DataType::Utf8)],
+        vec![Arc::new(StringArray::from(vec!["8", "abc"]))],
+    );
+    let ack = put(&mut c, &descriptor("d", vec![r(0, 4, 5)], 2), vec![b4])
+        .await
+        .unwrap();
+    assert_eq!(ack.rows_written, 2);
     assert_eq!(
         writer.metric("millpond_schema_columns_added_total", &[]),
         1.0
@@ -180,7 +190,7 @@ async fn schema_evolves_across_flushes(backend: Backend) {
     // narrowing refused + reserved name refused
     assert_eq!(
         writer.metric("millpond_errors_total", &[("type", "schema")]),
-        2.0
+        3.0
     );
     assert_eq!(
         writer.metric(
@@ -205,7 +215,9 @@ async fn schema_evolves_across_flushes(backend: Backend) {
             Some("1".into()),
             Some("2".into()),
             Some("5000000000".into()),
-            Some("7".into())
+            Some("7".into()),
+            Some("8".into()),
+            None
         ]
     );
 }
