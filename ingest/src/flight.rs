@@ -30,6 +30,8 @@ pub struct WriterClient {
     channel: Option<tonic::transport::Channel>,
 }
 
+const FLOW_WINDOW: u32 = 32 << 20;
+
 /// Resend ladder: 1 s doubling to 30 s, jittered upward.
 const RESEND: Ladder = Ladder {
     attempts: u32::MAX,
@@ -56,6 +58,9 @@ impl WriterClient {
             let channel = tonic::transport::Channel::from_shared(format!("http://{}", self.addr))
                 .map_err(|e| e.to_string())?
                 .connect_timeout(Duration::from_secs(5))
+                // Large windows: a flush is tens of MB on one HTTP/2 stream.
+                .initial_stream_window_size(FLOW_WINDOW)
+                .initial_connection_window_size(FLOW_WINDOW)
                 .connect()
                 .await
                 .map_err(|e| format!("connect {}: {e}", self.addr))?;

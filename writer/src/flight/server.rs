@@ -7,6 +7,9 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 use super::service::WriterService;
 
+/// HTTP/2 flow-control window for flush streams (client and server).
+pub const FLOW_WINDOW: u32 = 32 << 20;
+
 pub struct ServerHandle {
     pub addr: SocketAddr,
     pub task: JoinHandle<Result<(), tonic::transport::Error>>,
@@ -26,6 +29,10 @@ pub async fn serve(
         .max_encoding_message_size(max_message_bytes);
     let task = tokio::spawn(
         tonic::transport::Server::builder()
+            // A flush is tens of MB in one stream: HTTP/2's default 64 KiB
+            // windows would cost a round trip every 64 KiB.
+            .initial_stream_window_size(Some(FLOW_WINDOW))
+            .initial_connection_window_size(Some(FLOW_WINDOW))
             .add_service(svc)
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown),
     );
