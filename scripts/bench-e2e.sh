@@ -24,7 +24,7 @@ pids+=($!)
 for _ in $(seq 1200); do grep -q BOOTSTRAP= "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done
 bootstrap=$(sed -n 's/^BOOTSTRAP=//p' "$dir/broker.out")
 
-export DUCKLAKE_TABLE=events MILLPOND_LAKE_DIR=$dir/lake MILLPOND_LOG_FORMAT=text LOG_LEVEL=warning
+export DUCKLAKE_TABLE=events MILLPOND_LAKE_DIR=$dir/lake MILLPOND_LOG_FORMAT=text LOG_LEVEL=info
 export MILLPOND_WRITER_ADDR=127.0.0.1:50151 MILLPOND_WRITER_HTTP_PORT=8101 MILLPOND_HTTP_PORT=8100
 "$bin/millpond-writer" >"$dir/writer.log" 2>&1 &
 writer=$!; pids+=("$writer")

@@ -100,13 +100,12 @@ impl WriterService {
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<BoxStream<'static, Result<PutResult, Status>>>, Status> {
         let started = Instant::now();
-        let (flush, enc, _) = self.receive(request).await.inspect_err(|_| {
+        let (flush, enc, bytes) = self.receive(request).await.inspect_err(|_| {
             self.metrics
                 .errors
                 .with_label_values(&[error_type::FLIGHT])
                 .inc();
         })?;
-        let bytes = flush.arrow_bytes();
         let rows_in = flush.rows();
         let id = flush.id.clone();
         let sink = self.sink.clone();
@@ -240,8 +239,14 @@ impl WriterService {
         if desc.flush_id.is_empty() {
             return Err(Status::invalid_argument("flush_id must not be empty"));
         }
+        let wire = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = wire.clone();
         let all = stream::once(async { Ok(first) })
-            .chain(stream.map_err(|s| FlightError::Tonic(Box::new(s))));
+            .chain(stream.map_err(|s| FlightError::Tonic(Box::new(s))))
+            .inspect_ok(move |fd: &FlightData| {
+                let n = (fd.data_header.len() + fd.data_body.len()) as u64;
+                counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            });
         let mut decoder = FlightDataDecoder::new(all);
         let mut schema = None;
         let mut batches = Vec::new();
@@ -272,7 +277,9 @@ impl WriterService {
                 desc.expected_rows
             )));
         }
-        Ok((flush, enc, desc.expected_rows))
+        // Size of the Arrow IPC payload received (decoded batches share
+        // message buffers, so their in-memory sizes would double count).
+        Ok((flush, enc, wire.load(std::sync::atomic::Ordering::Relaxed)))
     }
 }
 

@@ -1,5 +1,7 @@
 //! Opening a DuckDB session with the DuckLake attached as `lake`.
-use duckdb::{Config, Connection};
+use duckdb::Connection;
+
+use super::session::Session;
 
 use super::config::{Catalog, DuckLakeConfig};
 use crate::sink::SinkError;
@@ -57,19 +59,18 @@ pub fn scrub(cfg: &DuckLakeConfig, msg: &str) -> String {
     out
 }
 
-pub fn open(cfg: &DuckLakeConfig) -> Result<Connection, SinkError> {
+pub fn open(cfg: &DuckLakeConfig) -> Result<Session, SinkError> {
     let dir = cfg.extension_dir.to_string_lossy().into_owned();
-    let config = Config::default()
-        .with("extension_directory", &dir)
-        .and_then(|c| c.with("autoinstall_known_extensions", "false"))
-        .and_then(|c| c.with("autoload_known_extensions", "false"))
-        .map_err(|e| SinkError::permanent(format!("duckdb config: {e}")))?;
-    let conn = if cfg.connection == ":memory:" {
-        Connection::open_in_memory_with_flags(config)
-    } else {
-        Connection::open_with_flags(&cfg.connection, config)
-    }
+    let session = Session::open(
+        &cfg.connection,
+        &[
+            ("extension_directory", dir.as_str()),
+            ("autoinstall_known_extensions", "false"),
+            ("autoload_known_extensions", "false"),
+        ],
+    )
     .map_err(|e| SinkError::transient(format!("open duckdb {:?}: {e}", cfg.connection)))?;
+    let conn = &session.conn;
 
     for ext in EXTENSIONS {
         conn.execute_batch(&format!("LOAD {ext}")).map_err(|e| {
@@ -78,30 +79,33 @@ pub fn open(cfg: &DuckLakeConfig) -> Result<Connection, SinkError> {
             ))
         })?;
     }
-    let mut setup = vec!["SET preserve_insertion_order = false".to_owned()];
+    let mut setup = vec!["SET GLOBAL preserve_insertion_order = false".to_owned()];
     if let Some(limit) = &cfg.memory_limit {
-        setup.push(format!("SET memory_limit = {}", quote_literal(limit)));
+        setup.push(format!(
+            "SET GLOBAL memory_limit = {}",
+            quote_literal(limit)
+        ));
     }
     if let Some(s3) = &cfg.s3 {
         setup.push(format!(
-            "SET s3_access_key_id = {}",
+            "SET GLOBAL s3_access_key_id = {}",
             quote_literal(s3.key_id.expose())
         ));
         setup.push(format!(
-            "SET s3_secret_access_key = {}",
+            "SET GLOBAL s3_secret_access_key = {}",
             quote_literal(s3.secret.expose())
         ));
         if let Some(v) = &s3.region {
-            setup.push(format!("SET s3_region = {}", quote_literal(v)));
+            setup.push(format!("SET GLOBAL s3_region = {}", quote_literal(v)));
         }
         if let Some(v) = &s3.endpoint {
-            setup.push(format!("SET s3_endpoint = {}", quote_literal(v)));
+            setup.push(format!("SET GLOBAL s3_endpoint = {}", quote_literal(v)));
         }
         if let Some(v) = s3.use_ssl {
-            setup.push(format!("SET s3_use_ssl = {v}"));
+            setup.push(format!("SET GLOBAL s3_use_ssl = {v}"));
         }
         if let Some(v) = &s3.url_style {
-            setup.push(format!("SET s3_url_style = {}", quote_literal(v)));
+            setup.push(format!("SET GLOBAL s3_url_style = {}", quote_literal(v)));
         }
     }
     for stmt in &setup {
@@ -112,13 +116,13 @@ pub fn open(cfg: &DuckLakeConfig) -> Result<Connection, SinkError> {
             ))
         })?;
     }
-    attach(cfg, &conn)?;
+    attach(cfg, conn)?;
     conn.execute_batch(&format!(
-        "SET ducklake_max_retry_count = {}",
+        "SET GLOBAL ducklake_max_retry_count = {}",
         cfg.max_retry_count
     ))
     .map_err(|e| SinkError::permanent(format!("SET ducklake_max_retry_count: {e}")))?;
-    Ok(conn)
+    Ok(session)
 }
 
 fn attach(cfg: &DuckLakeConfig, conn: &Connection) -> Result<(), SinkError> {

@@ -11,10 +11,14 @@ mod columns;
 pub mod config;
 mod connect;
 mod offsets;
+mod session;
 mod table;
 mod types;
 
+use arrow::ffi_stream::FFI_ArrowArrayStream;
 use duckdb::Connection;
+
+use self::session::Session;
 use millpond_proto::{AckOutcome, OffsetRange};
 use millpond_shared::metrics::{error_type, skip_reason, WriterMetrics};
 use millpond_shared::retry::Ladder;
@@ -25,14 +29,15 @@ use self::offsets::{coverage, Coverage, OffsetsTable};
 use self::table::LiveColumns;
 use super::{Durable, Flush, Receipt, Sink, SinkError};
 
-const STAGE: &str = "millpond_stage";
+/// Name of the Arrow scan view over the flush being written.
+const SCAN: &str = "millpond_flush";
 /// Prune superseded offset rows every this many flushes.
 const PRUNE_EVERY: u64 = 200;
 
 pub struct DuckLakeSink {
     cfg: DuckLakeConfig,
     metrics: WriterMetrics,
-    conn: Option<Connection>,
+    session: Option<Session>,
     live: Option<LiveColumns>,
     offsets: OffsetsTable,
     offsets_ready: bool,
@@ -66,7 +71,7 @@ impl DuckLakeSink {
         let mut sink = DuckLakeSink {
             cfg,
             metrics,
-            conn: None,
+            session: None,
             live: None,
             offsets,
             offsets_ready: false,
@@ -81,11 +86,15 @@ impl DuckLakeSink {
         &self.cfg
     }
 
+    fn conn(&self) -> &Connection {
+        &self.session.as_ref().expect("session open").conn
+    }
+
     fn session(&mut self) -> Result<&Connection, SinkError> {
-        if self.conn.is_none() {
-            self.conn = Some(connect::open(&self.cfg)?);
+        if self.session.is_none() {
+            self.session = Some(connect::open(&self.cfg)?);
         }
-        Ok(self.conn.as_ref().expect("just opened"))
+        Ok(&self.session.as_ref().expect("just opened").conn)
     }
 
     fn ensure_offsets_table(&mut self) -> Result<(), SinkError> {
@@ -94,7 +103,7 @@ impl DuckLakeSink {
         }
         let sql = self.offsets.create_sql();
         self.session()?;
-        let conn = self.conn.as_ref().expect("session open");
+        let conn = self.conn();
         if self.cfg.schema != "main" {
             let _ = conn.execute_batch(&format!(
                 "CREATE SCHEMA IF NOT EXISTS lake.{}",
@@ -122,33 +131,27 @@ impl DuckLakeSink {
         classify(connect::scrub(&self.cfg, &e.to_string()))
     }
 
-    fn stage(&mut self, flush: &Flush, proj: &columns::Projection) -> Result<u64, SinkError> {
+    /// Registers the flush's batches (projected) as the Arrow scan view
+    /// SCAN. No copy: DuckDB reads the Arrow buffers during the insert.
+    fn register_scan(
+        &self,
+        flush: &Flush,
+        proj: &columns::Projection,
+    ) -> Result<(u64, Box<FFI_ArrowArrayStream>), SinkError> {
         let schema = proj.schema(&flush.schema);
-        let cols: Vec<String> = schema
-            .fields()
+        let batches: Vec<_> = flush
+            .batches
             .iter()
-            .map(|f| format!("\"{}\" {}", f.name(), types::duck_type(f.data_type())))
+            .filter(|b| b.num_rows() > 0)
+            .map(|b| proj.apply(b))
             .collect();
-        let conn = self.conn.as_ref().expect("session open");
-        conn.execute_batch(&format!(
-            "CREATE OR REPLACE TABLE {STAGE} ({})",
-            cols.join(", ")
-        ))
-        .map_err(|e| self.err(e))?;
-        let mut rows = 0u64;
-        let mut appender = conn.appender(STAGE).map_err(|e| self.err(e))?;
-        for batch in &flush.batches {
-            if batch.num_rows() == 0 {
-                continue;
-            }
-            let batch = proj.apply(batch);
-            rows += batch.num_rows() as u64;
-            appender
-                .append_record_batch(batch)
-                .map_err(|e| self.err(e))?;
-        }
-        appender.flush().map_err(|e| self.err(e))?;
-        Ok(rows)
+        let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let session = self.session.as_ref().expect("session open");
+        let stream = session
+            .register_arrow(SCAN, schema, batches)
+            .map_err(|e| classify(connect::scrub(&self.cfg, &e)))?;
+        // Stays boxed: DuckDB holds a pointer to it until the view is dropped.
+        Ok((rows, stream))
     }
 
     fn count_projection(&self, proj: &columns::Projection) {
@@ -173,24 +176,24 @@ impl DuckLakeSink {
         let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
         if rows > 0 {
             sql.push(format!(
-                "INSERT INTO {table} BY NAME SELECT {select}, now() AS _inserted_at FROM {STAGE}"
+                "INSERT INTO {table} BY NAME SELECT {select}, now() AS _inserted_at FROM {SCAN}"
             ));
         }
         if let Some(s) = self.offsets.insert_sql(&flush.id, &flush.ranges) {
             sql.push(s);
         }
         sql.push("COMMIT".into());
-        let conn = self.conn.as_ref().expect("session open");
-        if let Err(e) = conn.execute_batch(&sql.join(";\n")) {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(self.err(e));
+        let session = self.session.as_ref().expect("session open");
+        if let Err(e) = session.execute_raw(&sql.join(";\n")) {
+            let _ = session.execute_raw("ROLLBACK");
+            return Err(classify(connect::scrub(&self.cfg, &e)));
         }
-        let snapshot = conn
+        let snapshot = session
+            .conn
             .query_row("SELECT id FROM lake.current_snapshot()", [], |r| {
                 r.get::<_, i64>(0)
             })
             .ok();
-        let _ = conn.execute_batch(&format!("DROP TABLE IF EXISTS {STAGE}"));
         Ok(snapshot)
     }
 
@@ -199,7 +202,8 @@ impl DuckLakeSink {
         if !self.flushes.is_multiple_of(PRUNE_EVERY) {
             return;
         }
-        if let Some(conn) = &self.conn {
+        if let Some(session) = &self.session {
+            let conn = &session.conn;
             if let Err(e) = conn.execute_batch(&self.offsets.prune_sql()) {
                 let e = connect::scrub(&self.cfg, &e.to_string());
                 tracing::info!(error = %e, "pruning old offset rows failed; will try again later");
@@ -268,7 +272,7 @@ impl Sink for DuckLakeSink {
         let schema = proj.schema(&flush.schema);
         let mut refused = Vec::new();
         if rows_in > 0 && !schema.fields().is_empty() {
-            let conn = self.conn.as_ref().expect("session open");
+            let conn = &self.session.as_ref().expect("session open").conn;
             let evo = table::ensure(conn, &self.cfg, &mut self.live, &schema)?;
             self.metrics
                 .schema_columns_added
@@ -289,13 +293,21 @@ impl Sink for DuckLakeSink {
             }
             refused = evo.refused;
         }
-        let rows = if rows_in > 0 && !schema.fields().is_empty() {
-            self.stage(flush, &proj)?
+        let (rows, stream) = if rows_in > 0 && !schema.fields().is_empty() {
+            let (rows, stream) = self.register_scan(flush, &proj)?;
+            (rows, Some(stream))
         } else {
-            0
+            (0, None)
         };
         let select = insert_projection(&schema, &refused);
-        let snapshot_id = self.commit(flush, rows, &select)?;
+        let committed = self.commit(flush, rows, &select);
+        if stream.is_some() {
+            let session = self.session.as_ref().expect("session open");
+            let _ = session.execute_raw(&format!("DROP VIEW IF EXISTS {SCAN}"));
+        }
+        // The view is gone; now the stream (and the batches it holds) may go.
+        drop(stream);
+        let snapshot_id = committed?;
         self.maybe_prune();
         Ok(Durable::new(Receipt {
             rows_written: rows,
@@ -312,13 +324,13 @@ impl Sink for DuckLakeSink {
         // table; the next attempt reconnects and re-reads everything.
         self.live = None;
         self.offsets_ready = false;
-        self.conn = None;
+        self.session = None;
     }
 
     fn recorded_offsets(&mut self, topic: &str) -> Result<Vec<OffsetRange>, SinkError> {
         self.session()?;
         self.ensure_offsets_table()?;
-        let conn = self.conn.as_ref().expect("session open");
+        let conn = self.conn();
         self.offsets.read(conn, topic).map_err(|e| self.err(e))
     }
 
@@ -331,10 +343,8 @@ impl Sink for DuckLakeSink {
     }
 
     fn close(&mut self) -> Result<(), SinkError> {
-        if let Some(conn) = self.conn.take() {
-            let _ = conn.execute_batch("DETACH lake");
-            conn.close()
-                .map_err(|(_, e)| SinkError::transient(e.to_string()))?;
+        if let Some(session) = self.session.take() {
+            let _ = session.conn.execute_batch("DETACH lake");
         }
         Ok(())
     }
