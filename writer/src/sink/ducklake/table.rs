@@ -96,6 +96,16 @@ pub fn ensure(
     // so a restart heals a table whose creator died before partitioning it,
     // and setting it on an existing table partitions the files written next.
     if fresh {
+        if let Some(b) = &cfg.row_group_bytes {
+            exec(
+                conn,
+                cfg,
+                &format!(
+                    "CALL lake.set_option('parquet_row_group_size_bytes', '{b}', schema => '{}', table_name => '{}')",
+                    cfg.schema, cfg.table
+                ),
+            )?;
+        }
         if let Some(p) = &cfg.partition_by {
             exec(
                 conn,
