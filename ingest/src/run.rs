@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use millpond_shared::config::Env;
 use millpond_shared::metrics::{new_registry, IngestMetrics};
 use rdkafka::consumer::Consumer as _;
 
@@ -18,29 +17,12 @@ use crate::kafka::{assign, build_consumer, my_partitions, resume_points};
 use crate::pipeline::Pipeline;
 
 pub fn main() -> ExitCode {
-    let cfg = match IngestConfig::from_env(&Env::from_process()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("millpond-ingest: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    millpond_shared::logging::init(&cfg.common);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    match rt.block_on(run(cfg)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(
-                error = format!("{e:#}"),
-                "ingest exiting with failure; uncommitted records will be replayed"
-            );
-            ExitCode::FAILURE
-        }
-    }
+    millpond_shared::process::main(
+        "millpond-ingest",
+        IngestConfig::from_env,
+        |c| &c.common,
+        run,
+    )
 }
 
 async fn run(cfg: IngestConfig) -> anyhow::Result<()> {

@@ -5,5 +5,6 @@ pub mod config;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod process;
 pub mod retry;
 pub mod shutdown;

@@ -57,12 +57,16 @@ pub fn produce_events(bootstrap: &str, topic: &str, partitions: i32, start: u64,
     produce(bootstrap, topic, &records);
 }
 
-pub fn committed(bootstrap: &str, group: &str, topic: &str, partitions: i32) -> Vec<Option<i64>> {
-    let c: BaseConsumer = ClientConfig::new()
+fn group_client(bootstrap: &str, group: &str) -> BaseConsumer {
+    ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", group)
         .create()
-        .unwrap();
+        .unwrap()
+}
+
+pub fn committed(bootstrap: &str, group: &str, topic: &str, partitions: i32) -> Vec<Option<i64>> {
+    let c = group_client(bootstrap, group);
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
         tpl.add_partition(topic, p);
@@ -77,11 +81,7 @@ pub fn committed(bootstrap: &str, group: &str, topic: &str, partitions: i32) -> 
 }
 
 pub fn commit(bootstrap: &str, group: &str, topic: &str, partition: i32, offset: i64) {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", group)
-        .create()
-        .unwrap();
+    let c = group_client(bootstrap, group);
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
         .unwrap();

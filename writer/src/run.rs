@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use millpond_shared::config::Env;
 use millpond_shared::metrics::{new_registry, WriterMetrics};
 use tokio::sync::watch;
 
@@ -19,26 +18,12 @@ use crate::sink::{SharedSink, Sink};
 const DRAIN_QUIET: Duration = Duration::from_secs(2);
 
 pub fn main() -> ExitCode {
-    let cfg = match WriterConfig::from_env(&Env::from_process()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("millpond-writer: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    millpond_shared::logging::init(&cfg.common);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    match rt.block_on(run(cfg)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = %e, "writer exiting with failure");
-            ExitCode::FAILURE
-        }
-    }
+    millpond_shared::process::main(
+        "millpond-writer",
+        WriterConfig::from_env,
+        |c| &c.common,
+        run,
+    )
 }
 
 async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
