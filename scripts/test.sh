@@ -60,4 +60,7 @@ step clippy cargo clippy --release --workspace --all-targets -- -D warnings
 if [ -f scripts/check-proto.sh ]; then
     step check-proto bash scripts/check-proto.sh
 fi
+# The end-to-end tests run the real binaries; cargo test alone does not
+# build another package's binaries.
+step build cargo build --release --workspace --bins
 step test cargo test --release --workspace -- --test-threads=2
