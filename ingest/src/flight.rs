@@ -10,7 +10,7 @@ use arrow_flight::{Action, FlightClient, FlightDescriptor};
 use futures::TryStreamExt;
 use millpond_proto::{
     AckOutcome, ErrorKind, FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets,
-    RecordedOffsetsRequest, WriteError, ACTION_RECORDED_OFFSETS,
+    RecordedOffsetsRequest, WriteError, ACTION_RECORDED_OFFSETS, FLOW_WINDOW_BYTES,
 };
 use millpond_shared::retry::Ladder;
 use prost::Message;
@@ -29,8 +29,6 @@ pub struct WriterClient {
     addr: String,
     channel: Option<tonic::transport::Channel>,
 }
-
-const FLOW_WINDOW: u32 = 32 << 20;
 
 /// Resend ladder: 1 s doubling to 30 s, jittered upward.
 const RESEND: Ladder = Ladder {
@@ -59,8 +57,8 @@ impl WriterClient {
                 .map_err(|e| e.to_string())?
                 .connect_timeout(Duration::from_secs(5))
                 // Large windows: a flush is tens of MB on one HTTP/2 stream.
-                .initial_stream_window_size(FLOW_WINDOW)
-                .initial_connection_window_size(FLOW_WINDOW)
+                .initial_stream_window_size(FLOW_WINDOW_BYTES)
+                .initial_connection_window_size(FLOW_WINDOW_BYTES)
                 .connect()
                 .await
                 .map_err(|e| format!("connect {}: {e}", self.addr))?;

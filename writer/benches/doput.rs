@@ -106,8 +106,8 @@ fn bench(c: &mut Criterion) {
     let mut client = rt.block_on(async {
         let ch = tonic::transport::Channel::from_shared(format!("http://{}", server.addr))
             .unwrap()
-            .initial_stream_window_size(millpond_writer::flight::FLOW_WINDOW)
-            .initial_connection_window_size(millpond_writer::flight::FLOW_WINDOW)
+            .initial_stream_window_size(millpond_proto::FLOW_WINDOW_BYTES)
+            .initial_connection_window_size(millpond_proto::FLOW_WINDOW_BYTES)
             .connect()
             .await
             .unwrap();

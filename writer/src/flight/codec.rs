@@ -13,10 +13,6 @@ pub enum Encoding {
     Json,
 }
 
-pub fn encode_descriptor(d: &FlushDescriptor) -> Bytes {
-    Bytes::from(d.encode_to_vec())
-}
-
 /// Parses `cmd`: JSON when it starts with `{`, protobuf otherwise.
 pub fn decode_descriptor(cmd: &[u8]) -> Result<(FlushDescriptor, Encoding), String> {
     if cmd.first() == Some(&b'{') {
@@ -96,20 +92,8 @@ pub fn encode_ack(ack: &FlushAck, enc: Encoding) -> Bytes {
     }
 }
 
-pub fn decode_ack(bytes: &[u8]) -> Result<FlushAck, prost::DecodeError> {
-    FlushAck::decode(bytes)
-}
-
 pub fn encode_write_error(e: &WriteError) -> Bytes {
     Bytes::from(e.encode_to_vec())
-}
-
-/// The `WriteError` in a failed DoPut's status details, if any.
-pub fn decode_write_error(status: &tonic::Status) -> Option<WriteError> {
-    if status.details().is_empty() {
-        return None;
-    }
-    WriteError::decode(status.details()).ok()
 }
 
 #[cfg(test)]
@@ -139,7 +123,7 @@ mod tests {
             ranges: vec![OffsetRange::new("t", 0, 0, 1)],
             expected_rows: 2,
         };
-        let (back, enc) = decode_descriptor(&encode_descriptor(&d)).unwrap();
+        let (back, enc) = decode_descriptor(&d.encode_to_vec()).unwrap();
         assert_eq!((back, enc), (d, Encoding::Protobuf));
     }
 }

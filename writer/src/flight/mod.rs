@@ -13,8 +13,8 @@ mod codec;
 mod server;
 mod service;
 
-pub use codec::{decode_ack, decode_write_error, encode_descriptor, Encoding};
-pub use server::{serve, ServerHandle, FLOW_WINDOW};
+pub use codec::Encoding;
+pub use server::{serve, ServerHandle};
 pub use service::WriterService;
 
 /// Default gRPC message limit: pyarrow sends each batch unsplit.

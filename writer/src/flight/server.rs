@@ -7,9 +7,6 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 use super::service::WriterService;
 
-/// HTTP/2 flow-control window for flush streams (client and server).
-pub const FLOW_WINDOW: u32 = 32 << 20;
-
 pub struct ServerHandle {
     pub addr: SocketAddr,
     pub task: JoinHandle<Result<(), tonic::transport::Error>>,
@@ -31,8 +28,8 @@ pub async fn serve(
         tonic::transport::Server::builder()
             // A flush is tens of MB in one stream: HTTP/2's default 64 KiB
             // windows would cost a round trip every 64 KiB.
-            .initial_stream_window_size(Some(FLOW_WINDOW))
-            .initial_connection_window_size(Some(FLOW_WINDOW))
+            .initial_stream_window_size(Some(millpond_proto::FLOW_WINDOW_BYTES))
+            .initial_connection_window_size(Some(millpond_proto::FLOW_WINDOW_BYTES))
             .add_service(svc)
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown),
     );
