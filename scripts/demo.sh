@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine, with nothing but this repo:
-#   local Kafka-compatible broker (nisshi) with sample PostHog-like events
+#   a local Kafka-compatible broker with sample PostHog-like events
 #   -> millpond-ingest -> Arrow Flight -> millpond-writer
-#   -> embedded DuckLake (local catalog file + data folder)
-# then a plain DuckDB query over the lake.
+#   -> embedded DuckLake (SQLite catalog file + data folder)
+# printing the lake's row count, read live by a separate DuckDB, as it grows.
 #
-# Environment: DEMO_EVENTS (default 50000), DEMO_DIR (default
-# $MILLPOND_STATE/demo; wiped at start), DEMO_BROKER (nisshi, the default,
-# or mock for librdkafka's mock cluster, which needs no extra install).
+# Environment:
+#   DEMO_EVENTS   sample events to produce (default 50000)
+#   DEMO_DIR      state folder, wiped at start (default $MILLPOND_STATE/demo)
+#   DEMO_BROKER   mock (default): the project's own millpond-mock-broker
+#                 (librdkafka's mock cluster, nothing to install); nisshi: a
+#                 separate Kafka-compatible broker (one-time ~15 min install)
+#   KAFKA_BOOTSTRAP_SERVERS  use this existing broker instead of starting one;
+#                 the events go to KAFKA_TOPIC (default events), which must
+#                 exist or be auto-created; DEMO_EVENTS=0 produces none
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
@@ -15,12 +21,15 @@ cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 
 events=${DEMO_EVENTS:-50000}
 dir=${DEMO_DIR:-$MILLPOND_STATE/demo}
+topic=${KAFKA_TOPIC:-events}
+t0=$SECONDS
 
 bash scripts/setup-system.sh
 bash scripts/setup-python.sh
+bash scripts/setup-duckdb.sh
 bash scripts/setup-extensions.sh
-echo "==> building (release; the first build compiles DuckDB and takes ~25 min on 2 cores)" >&2
-cargo build --release --workspace --bins
+echo "==> building (release; a few minutes the first time)" >&2
+cargo build --release -p millpond-writer -p millpond-ingest --bins
 bin=$CARGO_TARGET_DIR/release
 
 rm -rf "$dir" && mkdir -p "$dir"
@@ -28,7 +37,23 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-if [ "${DEMO_BROKER:-nisshi}" = nisshi ]; then
+# Waits up to $1 seconds for the command after it to succeed.
+wait_for() {
+    local limit=$1 start=$SECONDS
+    shift
+    until "$@" >/dev/null 2>&1; do
+        [ $((SECONDS - start)) -lt "$limit" ] || return 1
+        sleep 0.2
+    done
+}
+
+if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
+    bootstrap=$KAFKA_BOOTSTRAP_SERVERS
+    echo "==> using the broker at $bootstrap, topic $topic" >&2
+    if [ "$events" -gt 0 ]; then
+        "$bin/millpond-sample-events" --bootstrap "$bootstrap" --topic "$topic" --count "$events"
+    fi
+elif [ "${DEMO_BROKER:-mock}" = nisshi ]; then
     bash scripts/setup-nisshi.sh
     nisshi=${CARGO_HOME:-$HOME/.cargo}/bin/nisshi
     port=${DEMO_KAFKA_PORT:-19092}
@@ -37,19 +62,20 @@ if [ "${DEMO_BROKER:-nisshi}" = nisshi ]; then
     (cd "$dir/broker" && exec "$nisshi" broker --listener-url "tcp://127.0.0.1:$port" \
         --advertised-listener-url "tcp://127.0.0.1:$port" --storage-engine sqlite://kafka.db) >"$dir/broker.log" 2>&1 &
     pids+=($!)
-    for _ in $(seq 300); do "$nisshi" topic list --broker "tcp://127.0.0.1:$port" >/dev/null 2>&1 && break; sleep 0.2; done
-    "$nisshi" topic create --broker "tcp://127.0.0.1:$port" --partitions 4 events >/dev/null
+    wait_for 60 "$nisshi" topic list --broker "tcp://127.0.0.1:$port" ||
+        millpond_die "nisshi did not answer within 60 s: $(tail -20 "$dir/broker.log")"
+    "$nisshi" topic create --broker "tcp://127.0.0.1:$port" --partitions 4 "$topic" >/dev/null
     bootstrap=127.0.0.1:$port
     echo "==> producing $events sample events" >&2
-    "$bin/millpond-sample-events" --bootstrap "$bootstrap" --topic events --count "$events"
+    "$bin/millpond-sample-events" --bootstrap "$bootstrap" --topic "$topic" --count "$events"
 else
-    echo "==> mock broker with $events sample events" >&2
-    "$bin/millpond-mock-broker" --topic events --partitions 4 --sample-events "$events" >"$dir/broker.out" 2>"$dir/broker.log" &
+    echo "==> mock broker (librdkafka's mock cluster) with $events sample events" >&2
+    "$bin/millpond-mock-broker" --topic "$topic" --partitions 4 --sample-events "$events" >"$dir/broker.out" 2>"$dir/broker.log" &
     pids+=($!)
-    for _ in $(seq 600); do grep -q BOOTSTRAP= "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done
+    wait_for 120 grep -q BOOTSTRAP= "$dir/broker.out" ||
+        millpond_die "mock broker did not start: $(tail -20 "$dir/broker.log")"
     bootstrap=$(sed -n 's/^BOOTSTRAP=//p' "$dir/broker.out")
 fi
-[ -n "$bootstrap" ] || millpond_die "broker did not start: $(cat "$dir/broker.log")"
 
 export DUCKLAKE_TABLE=events MILLPOND_LAKE_DIR=$dir/lake MILLPOND_LOG_FORMAT=text
 export MILLPOND_WRITER_ADDR=127.0.0.1:${DEMO_WRITER_PORT:-50051}
@@ -58,33 +84,34 @@ echo "==> writer (embedded DuckLake in $dir/lake)" >&2
 "$bin/millpond-writer" >"$dir/writer.log" 2>&1 &
 writer=$!
 pids+=("$writer")
-for _ in $(seq 300); do curl -sf "http://127.0.0.1:$MILLPOND_WRITER_HTTP_PORT/readyz" >/dev/null && break; sleep 0.1; done
+wait_for 60 curl -sf "http://127.0.0.1:$MILLPOND_WRITER_HTTP_PORT/readyz" ||
+    millpond_die "writer not ready within 60 s: $(tail -20 "$dir/writer.log")"
 
-echo "==> ingest (topic events, 1 replica)" >&2
-KAFKA_BOOTSTRAP_SERVERS=$bootstrap KAFKA_TOPIC=events REPLICA_COUNT=1 POD_NAME=millpond-0 \
+echo "==> ingest (topic $topic, 1 replica)" >&2
+KAFKA_BOOTSTRAP_SERVERS=$bootstrap KAFKA_TOPIC=$topic REPLICA_COUNT=1 POD_NAME=millpond-0 \
     FLUSH_INTERVAL_MS=2000 "$bin/millpond-ingest" >"$dir/ingest.log" 2>&1 &
 ingest=$!
 pids+=("$ingest")
 metric() { curl -sf "http://127.0.0.1:$MILLPOND_HTTP_PORT/metrics" | awk -v m="$1" '$1 ~ "^"m"(\\{|$)" {s+=$2} END {print s+0}'; }
+echo "==> the lake while it fills; query it yourself meanwhile with:" >&2
+echo "    MILLPOND_LAKE_DIR=$dir/lake scripts/query-lake.sh \"SELECT count(*) FROM events\"" >&2
+live_rows() {
+    MILLPOND_LAKE_DIR=$dir/lake scripts/query-lake.sh --value "SELECT count(*) FROM events" 2>/dev/null || echo 0
+}
 start=$SECONDS
 until [ "$(metric millpond_last_committed_offset)" -ge "$events" ] 2>/dev/null; do
     kill -0 "$ingest" 2>/dev/null || millpond_die "ingest exited: $(tail -20 "$dir/ingest.log")"
     [ $((SECONDS - start)) -lt 300 ] || millpond_die "timed out; see $dir/*.log"
-    sleep 1
+    echo "    $((SECONDS - start)) s: $(live_rows) rows in the lake, $(metric millpond_last_committed_offset) offsets committed" >&2
+    sleep 2
 done
-echo "==> all $events events committed after $((SECONDS - start)) s; stopping (SIGTERM)" >&2
+echo "==> all $events events committed after $((SECONDS - start)) s ($((SECONDS - t0)) s since the demo started); stopping (SIGTERM)" >&2
 kill -TERM "$ingest"; wait "$ingest"
 kill -TERM "$writer"; wait "$writer"
 
 echo "==> querying the lake with plain DuckDB" >&2
-"$MILLPOND_PYTHON" - "$dir/lake" "$DUCKDB_EXTENSION_DIR" <<'PY'
-import sys, duckdb
-lake, ext = sys.argv[1], sys.argv[2]
-con = duckdb.connect(config={"extension_directory": ext, "autoinstall_known_extensions": False})
-con.execute("LOAD ducklake")
-con.execute(f"ATTACH 'ducklake:{lake}/catalog.ducklake' AS lake (DATA_PATH '{lake}/data/', READ_ONLY)")
-print(con.sql("SELECT count(*) AS rows, count(DISTINCT uuid) AS distinct_uuids, min(_inserted_at) AS first_insert FROM lake.main.events"))
-print(con.sql("SELECT event, count(*) AS n, count(DISTINCT team_id) AS teams FROM lake.main.events GROUP BY 1 ORDER BY 2 DESC"))
-print(con.sql("SELECT kafka_partition, max(last_offset) AS last_offset FROM lake.main._millpond_offsets GROUP BY 1 ORDER BY 1"))
-PY
+MILLPOND_LAKE_DIR=$dir/lake scripts/query-lake.sh \
+    "SELECT count(*) AS rows, count(DISTINCT uuid) AS distinct_uuids, min(_inserted_at) AS first_insert FROM events" \
+    "SELECT event, count(*) AS n, count(DISTINCT team_id) AS teams FROM events GROUP BY 1 ORDER BY 2 DESC" \
+    "SELECT kafka_partition, max(last_offset) AS last_offset FROM _millpond_offsets GROUP BY 1 ORDER BY 1"
 echo "demo done: lake in $dir/lake, logs in $dir" >&2

@@ -11,9 +11,12 @@ export MILLPOND_VENV=${MILLPOND_VENV:-$MILLPOND_CACHE/venv}
 export DUCKDB_EXTENSION_DIR=${DUCKDB_EXTENSION_DIR:-$MILLPOND_CACHE/duckdb-extensions}
 export MILLPOND_STATE=${MILLPOND_STATE:-$MILLPOND_CACHE/state}
 
-# DuckDB version the duckdb crate bundles (=1.10505.0 -> v1.5.5); extension
-# wheels and the Python duckdb package must match it exactly.
+# DuckDB version of the duckdb crate (=1.10505.0 -> v1.5.5); the prebuilt
+# library, the extension wheels and the Python duckdb package match it exactly.
 export MILLPOND_DUCKDB_VERSION=${MILLPOND_DUCKDB_VERSION:-1.5.5}
+# Where scripts/setup-duckdb.sh puts libduckdb.so; the build links against it
+# and records it as the binaries' rpath (build-support/duckdb_link.rs).
+export DUCKDB_LIB_DIR=${DUCKDB_LIB_DIR:-$MILLPOND_CACHE/duckdb-lib/v$MILLPOND_DUCKDB_VERSION}
 
 # Test services.
 export MILLPOND_TEST_PG_PORT=${MILLPOND_TEST_PG_PORT:-5432}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fill $DUCKDB_EXTENSION_DIR/v<ver>/<platform>/ with the DuckDB extensions
-# Millpond loads at runtime (ducklake, postgres_scanner, httpfs), taken from
+# Millpond loads at runtime (writer/duckdb-extensions.txt), taken from
 # the official PyPI wheels duckdb-extension-<name>==<ver>, and check that
 # DuckDB (the venv's python duckdb, same version) LOADs each of them with
 # autoinstall/autoload off and unsigned extensions disallowed.
@@ -21,35 +21,28 @@ python=$MILLPOND_VENV/bin/python
 [ -x "$python" ] || millpond_die "$python missing; run scripts/setup-python.sh first"
 command -v unzip >/dev/null || millpond_die "unzip not found; run scripts/setup-system.sh first"
 
-# extension name : PyPI package : required (1) or optional (0).
-# The postgres_scanner wheel is used rather than duckdb-extension-postgres:
-# the latter's file is named postgres.duckdb_extension and does not load.
-# json and parquet are compiled into our DuckDB; the files are harmless extras.
-extensions=(
-    "ducklake:duckdb-extension-ducklake:1"
-    "postgres_scanner:duckdb-extension-postgres-scanner:1"
-    "httpfs:duckdb-extension-httpfs:1"
-    "json:duckdb-extension-json:0"
-    "parquet:duckdb-extension-parquet:0"
-)
+# name and PyPI package of each extension, from the list the writer loads.
+list=$MILLPOND_ROOT/writer/duckdb-extensions.txt
+mapfile -t extensions < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$list")
+[ ${#extensions[@]} -gt 0 ] || millpond_die "$list lists no extensions"
 
 mkdir -p "$dest"
 tmp=$(mktemp -d "$DUCKDB_EXTENSION_DIR/.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
+names=()
 for entry in "${extensions[@]}"; do
-    IFS=: read -r name pkg required <<<"$entry"
+    read -r name pkg <<<"$entry"
+    pkg=duckdb-extension-$pkg
+    names+=("$name")
     file=$dest/$name.duckdb_extension
     [ -s "$file" ] && continue
     mkdir -p "$tmp/$name"
     if ! "$python" -m pip download -q --no-deps --only-binary=:all: \
         --platform "$wheel_platform" --python-version 3.11 \
         -d "$tmp/$name" "$pkg==$ver" >"$tmp/$name.log" 2>&1; then
-        if [ "$required" = 1 ]; then
-            cat "$tmp/$name.log" >&2
-            millpond_die "pip download $pkg==$ver failed"
-        fi
-        continue # optional extension not published for this version
+        cat "$tmp/$name.log" >&2
+        millpond_die "pip download $pkg==$ver failed"
     fi
     echo "setup-extensions: installing $name from $pkg==$ver" >&2
     wheel=$(find "$tmp/$name" -maxdepth 1 -name '*.whl' | head -n1)
@@ -66,11 +59,11 @@ for entry in "${extensions[@]}"; do
     rm -rf "${tmp:?}/$name" "${tmp:?}/$name.log"
 done
 
-"$python" - "$DUCKDB_EXTENSION_DIR" "$ver" <<'PY' || millpond_die "DuckDB could not LOAD the extensions in $DUCKDB_EXTENSION_DIR"
+"$python" - "$DUCKDB_EXTENSION_DIR" "$ver" "${names[@]}" <<'PY' || millpond_die "DuckDB could not LOAD the extensions in $DUCKDB_EXTENSION_DIR"
 import sys
 import duckdb
 
-ext_dir, ver = sys.argv[1], sys.argv[2]
+ext_dir, ver, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 if duckdb.__version__ != ver:
     sys.exit(f"venv duckdb is {duckdb.__version__}, extensions are for {ver}")
 con = duckdb.connect(config={
@@ -79,14 +72,14 @@ con = duckdb.connect(config={
     "autoload_known_extensions": False,
     "allow_unsigned_extensions": False,
 })
-for name in ("ducklake", "postgres_scanner", "httpfs"):
+for name in names:
     try:
         con.execute(f"LOAD {name}")
     except Exception as e:  # noqa: BLE001
         sys.exit(f"LOAD {name} failed: {e}")
 loaded = {n for (n,) in con.execute(
     "SELECT extension_name FROM duckdb_extensions() WHERE loaded").fetchall()}
-missing = {"ducklake", "postgres_scanner", "httpfs"} - loaded
+missing = set(names) - loaded
 if missing:
     sys.exit(f"not loaded after LOAD: {sorted(missing)}")
 PY

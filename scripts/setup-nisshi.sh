@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs nisshi 0.8.1, a Kafka-compatible broker in Rust, used as the
-# separate-process broker by the end-to-end tests. Cold: ~15 min on 2 cores;
-# instant once ~/.cargo/bin/nisshi is there.
+# separate-process broker by the end-to-end tests (and by
+# DEMO_BROKER=nisshi scripts/demo.sh). Only its SQLite storage is built (the
+# tests' storage; the S3 and Postgres engines would double the build).
+# Instant once ~/.cargo/bin/nisshi is there.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
@@ -11,8 +13,9 @@ bin=${CARGO_HOME:-$HOME/.cargo}/bin/nisshi
 if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "$want"; then
     exit 0
 fi
-echo "installing nisshi $want (one-time, ~15 min cold)" >&2
+echo "installing nisshi $want (one-time, several minutes)" >&2
 # Its own target dir: nisshi's dependency features must not disturb ours.
 CARGO_TARGET_DIR=$MILLPOND_CACHE/nisshi-target \
-    cargo install nisshi --version "$want" --locked --ignore-rust-version --quiet
+    cargo install nisshi --version "$want" --locked --ignore-rust-version --quiet \
+    --no-default-features --features libsql
 "$bin" --version >/dev/null

@@ -13,6 +13,9 @@ for p in "${packages[@]}"; do
         missing+=("$p")
     fi
 done
+# npm fetches DuckDB's prebuilt library (scripts/setup-duckdb.sh); machines
+# that ship Node.js have it already, anything else gets Debian's.
+command -v npm >/dev/null || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 command -v apt-get >/dev/null || millpond_die "missing packages (${missing[*]}) and no apt-get; install them by hand"

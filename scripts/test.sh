@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Millpond test command: prepares the machine (Debian packages, Python
-# venv, DuckDB extensions, Postgres + moto S3), then runs rustfmt, clippy,
-# the proto check and the whole test suite. Everything cargo does uses the
-# release profile, so the bundled DuckDB C++ is compiled once per machine
-# (into $CARGO_TARGET_DIR, default ~/.cache/millpond/target).
+# venv, DuckDB's prebuilt library and extensions, the nisshi broker,
+# Postgres + moto S3), then runs rustfmt, clippy, the proto check and the
+# whole test suite. Everything cargo does uses the release profile, so each
+# dependency is compiled once per machine (into $CARGO_TARGET_DIR, default
+# ~/.cache/millpond/target).
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
@@ -44,6 +45,7 @@ step() {
 
 step setup-system bash scripts/setup-system.sh
 step setup-python bash scripts/setup-python.sh
+step setup-duckdb bash scripts/setup-duckdb.sh
 step setup-extensions bash scripts/setup-extensions.sh
 step setup-nisshi bash scripts/setup-nisshi.sh
 step services bash scripts/services.sh start

@@ -1,5 +1,7 @@
-//! The pending flush: converted batches, their Arrow size, and the offset
-//! range of every partition consumed since the last flush.
+//! The pending flush: converted batches, dead letters, their size, and the
+//! offset range of every partition consumed since the last flush. The one
+//! path from consumed records to a flush: the consume loop and the replay
+//! tool both call [`Pending::add`] and [`Pending::cut`].
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -8,11 +10,46 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
-use millpond_proto::OffsetRange;
+use millpond_proto::{DeadLetter, FlushDescriptor, FlushTrigger, OffsetRange};
+
+use crate::convert::convert;
+
+/// One consumed Kafka record.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp_ms: Option<i64>,
+    pub key: Option<&'a [u8]>,
+    /// `None` is a tombstone.
+    pub payload: Option<&'a [u8]>,
+}
+
+/// What [`Pending::add`] did with a batch of records.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Added {
+    pub rows: usize,
+    pub tombstones: usize,
+    /// Dead-letter reason of each record that is not a row.
+    pub dead_letters: Vec<&'static str>,
+}
+
+/// A flush cut from the buffer, ready to send.
+pub struct Cut {
+    pub descriptor: FlushDescriptor,
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+    /// Arrow plus dead-letter bytes that were pending.
+    pub bytes: usize,
+}
+
+/// Bytes a dead letter holds besides its key and original bytes.
+const DEAD_LETTER_OVERHEAD: usize = 64;
 
 #[derive(Default)]
 pub struct Pending {
     batches: Vec<RecordBatch>,
+    dead_letters: Vec<DeadLetter>,
     bytes: usize,
     rows: usize,
     /// partition -> (first, last) offsets seen since the last flush,
@@ -21,14 +58,84 @@ pub struct Pending {
 }
 
 impl Pending {
-    pub fn track(&mut self, partition: i32, offset: i64) {
+    /// Converts consumed records of `topic`: objects become rows, payloads
+    /// that are not a JSON object become dead letters carrying their
+    /// coordinates and bytes, tombstones are only tracked. Every record's
+    /// offset joins the flush's ranges.
+    pub fn add(&mut self, topic: &str, records: &[Record<'_>]) -> Added {
+        let mut sources = Vec::with_capacity(records.len());
+        let mut payloads = Vec::with_capacity(records.len());
+        for r in records {
+            self.track(r.partition, r.offset);
+            if let Some(p) = r.payload {
+                sources.push(r);
+                payloads.push(p);
+            }
+        }
+        let converted = convert(&payloads);
+        let mut added = Added {
+            rows: converted.rows,
+            tombstones: records.len() - payloads.len(),
+            dead_letters: Vec::with_capacity(converted.skipped.len()),
+        };
+        for skip in &converted.skipped {
+            let r = sources[skip.index];
+            let reason = skip.reason.label();
+            added.dead_letters.push(reason);
+            let original = payloads[skip.index].to_vec();
+            self.bytes += DEAD_LETTER_OVERHEAD + original.len() + r.key.map_or(0, <[u8]>::len);
+            self.dead_letters.push(DeadLetter {
+                topic: topic.to_owned(),
+                partition: r.partition,
+                offset: r.offset,
+                timestamp_ms: r.timestamp_ms,
+                key: r.key.map(<[u8]>::to_vec),
+                reason: reason.to_owned(),
+                column: String::new(),
+                live_type: String::new(),
+                original,
+            });
+        }
+        if let Some(batch) = converted.batch {
+            self.push(batch, converted.arrow_bytes);
+        }
+        added
+    }
+
+    /// Takes everything pending as one flush with a new id.
+    pub fn cut(
+        &mut self,
+        topic: &str,
+        trigger: FlushTrigger,
+        flush_id: String,
+    ) -> Result<Cut, ArrowError> {
+        let ranges = self.ranges(topic);
+        let rows = self.rows;
+        let bytes = self.bytes;
+        let dead_letters = std::mem::take(&mut self.dead_letters);
+        let (schema, batches) = self.take()?;
+        Ok(Cut {
+            descriptor: FlushDescriptor {
+                flush_id,
+                trigger: trigger as i32,
+                ranges,
+                expected_rows: rows as u64,
+                dead_letters,
+            },
+            schema,
+            batches,
+            bytes,
+        })
+    }
+
+    fn track(&mut self, partition: i32, offset: i64) {
         self.ranges
             .entry(partition)
             .and_modify(|(_, last)| *last = (*last).max(offset))
             .or_insert((offset, offset));
     }
 
-    pub fn push(&mut self, batch: RecordBatch, bytes: usize) {
+    fn push(&mut self, batch: RecordBatch, bytes: usize) {
         self.rows += batch.num_rows();
         self.bytes += bytes;
         self.batches.push(batch);
@@ -55,8 +162,9 @@ impl Pending {
     }
 
     /// Takes the batches out, aligned to one schema, and resets the buffer.
-    pub fn take(&mut self) -> Result<(SchemaRef, Vec<RecordBatch>), ArrowError> {
+    fn take(&mut self) -> Result<(SchemaRef, Vec<RecordBatch>), ArrowError> {
         let batches = std::mem::take(&mut self.batches);
+        self.dead_letters.clear();
         self.ranges.clear();
         self.bytes = 0;
         self.rows = 0;
@@ -162,5 +270,75 @@ mod tests {
         );
         p.take().unwrap();
         assert!(p.is_empty());
+    }
+
+    fn rec(partition: i32, offset: i64, payload: Option<&'static [u8]>) -> Record<'static> {
+        Record {
+            partition,
+            offset,
+            timestamp_ms: Some(1_700_000_000_000 + offset),
+            key: Some(b"k"),
+            payload,
+        }
+    }
+
+    #[test]
+    fn records_become_rows_dead_letters_or_tombstones_and_every_offset_is_covered() {
+        let mut p = Pending::default();
+        let added = p.add(
+            "t",
+            &[
+                rec(0, 7, Some(br#"{"a":1}"#)),
+                rec(0, 8, Some(b"[1,2]")),
+                rec(1, 3, None),
+                rec(1, 4, Some(b"{oops")),
+                rec(1, 5, Some(b"{}")),
+                rec(0, 9, Some(b"\xff\xfe")),
+                rec(0, 10, Some(b"null")),
+            ],
+        );
+        assert_eq!(added.rows, 2, "{{}} is a row too");
+        assert_eq!(added.tombstones, 1);
+        assert_eq!(
+            added.dead_letters,
+            [
+                "not_an_object",
+                "invalid_json",
+                "invalid_utf8",
+                "not_an_object"
+            ]
+        );
+        let cut = p.cut("t", FlushTrigger::Size, "f".into()).unwrap();
+        let d = &cut.descriptor;
+        assert_eq!(
+            d.ranges,
+            [
+                OffsetRange::new("t", 0, 7, 10),
+                OffsetRange::new("t", 1, 3, 5)
+            ]
+        );
+        assert_eq!(d.expected_rows, 2);
+        let coords: Vec<_> = d
+            .dead_letters
+            .iter()
+            .map(|l| (l.partition, l.offset, l.original.as_slice(), l.timestamp_ms))
+            .collect();
+        assert_eq!(
+            coords,
+            [
+                (0, 8, &b"[1,2]"[..], Some(1_700_000_000_008)),
+                (1, 4, &b"{oops"[..], Some(1_700_000_000_004)),
+                (0, 9, &b"\xff\xfe"[..], Some(1_700_000_000_009)),
+                (0, 10, &b"null"[..], Some(1_700_000_000_010)),
+            ]
+        );
+        assert!(d
+            .dead_letters
+            .iter()
+            .all(|l| l.key.as_deref() == Some(&b"k"[..]) && l.topic == "t"));
+        assert!(cut.bytes > 4 * DEAD_LETTER_OVERHEAD);
+        assert!(p.is_empty() && p.bytes() == 0);
+        let empty = p.cut("t", FlushTrigger::Time, "g".into()).unwrap();
+        assert!(empty.descriptor.dead_letters.is_empty() && empty.descriptor.ranges.is_empty());
     }
 }

@@ -1,7 +1,7 @@
 //! Ingest configuration: the core variables of the spec, read once.
 use std::time::Duration;
 
-use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
+use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader, Secret};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffsetReset {
@@ -23,7 +23,9 @@ pub struct IngestConfig {
     pub group_id: String,
     pub auto_offset_reset: OffsetReset,
     /// librdkafka properties from KAFKA_CONSUMER_* (lowercase, `_` -> `.`).
-    pub consumer_overrides: Vec<(String, String)>,
+    /// Any of them may be a credential (sasl.password, ssl.key.password, an
+    /// OAuth secret), so every value is a Secret: Debug shows only the keys.
+    pub consumer_overrides: Vec<(String, Secret)>,
     pub consume_batch_size: usize,
     pub fetch_min_bytes: u64,
     pub fetch_max_wait_ms: u64,
@@ -135,7 +137,7 @@ impl IngestConfig {
                     k["KAFKA_CONSUMER_".len()..]
                         .to_ascii_lowercase()
                         .replace('_', "."),
-                    v.to_owned(),
+                    Secret::new(v),
                 )
             })
             .collect();
@@ -254,13 +256,24 @@ mod tests {
     }
 
     #[test]
+    fn debug_output_hides_kafka_credentials() {
+        let mut env = base();
+        env.push(("KAFKA_CONSUMER_SASL_PASSWORD", "hunter2-sasl"));
+        env.push(("KAFKA_CONSUMER_SASL_USERNAME", "svc"));
+        let cfg = IngestConfig::from_env(&Env::from_pairs(env)).unwrap();
+        let shown = format!("{cfg:?}");
+        assert!(shown.contains("sasl.password"), "{shown}");
+        assert!(!shown.contains("hunter2-sasl"), "{shown}");
+    }
+
+    #[test]
     fn passthrough_and_ordinals() {
         let mut env = base();
         env.push(("KAFKA_CONSUMER_SECURITY_PROTOCOL", "SASL_SSL"));
         let cfg = IngestConfig::from_env(&Env::from_pairs(env)).unwrap();
         assert_eq!(
             cfg.consumer_overrides,
-            vec![("security.protocol".into(), "SASL_SSL".into())]
+            vec![("security.protocol".into(), Secret::new("SASL_SSL"))]
         );
         assert_eq!(ordinal_from("millpond-events-12"), Some(12));
         assert_eq!(ordinal_from("millpond"), None);

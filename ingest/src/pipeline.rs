@@ -5,14 +5,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use millpond_proto::{FlushDescriptor, FlushTrigger};
-use millpond_shared::metrics::{skip_reason, IngestMetrics};
+use millpond_proto::FlushTrigger;
+use millpond_shared::metrics::{error_type, skip_reason, IngestMetrics};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
-use crate::buffer::Pending;
+use crate::buffer::{Added, Cut, Pending, Record};
 use crate::config::IngestConfig;
-use crate::convert::convert;
 use crate::flight::WriterClient;
 use crate::health::IngestHealth;
 use crate::kafka::{commit_offsets, Consumer, LagSampler};
@@ -115,7 +114,6 @@ impl Pipeline {
         self.metrics.consume_batch_size.set(batch_size as i64);
         let timeout = poll_timeout(self.cfg.flush_interval, self.window.elapsed());
 
-        let mut payloads: Vec<&[u8]> = Vec::with_capacity(batch_size);
         let mut messages = Vec::with_capacity(batch_size);
         // The first message may take up to `timeout`; wait in short slices so
         // SIGTERM is noticed promptly. The rest of the batch is what is ready.
@@ -136,7 +134,10 @@ impl Pipeline {
                 None => break,
                 Some(Ok(m)) => messages.push(m),
                 Some(Err(e)) => {
-                    self.metrics.errors.with_label_values(&["kafka"]).inc();
+                    self.metrics
+                        .errors
+                        .with_label_values(&[error_type::KAFKA])
+                        .inc();
                     if matches!(e, KafkaError::MessageConsumptionFatal(_)) {
                         tracing::error!(error = %e, "fatal consumer error");
                         self.fatal = Some(e.to_string());
@@ -153,13 +154,19 @@ impl Pipeline {
             return;
         }
         let mut per_partition: HashMap<i32, u64> = HashMap::new();
-        for m in &messages {
-            *per_partition.entry(m.partition()).or_default() += 1;
-            self.pending.track(m.partition(), m.offset());
-            if let Some(p) = m.payload() {
-                payloads.push(p);
-            }
-        }
+        let records: Vec<Record<'_>> = messages
+            .iter()
+            .map(|m| {
+                *per_partition.entry(m.partition()).or_default() += 1;
+                Record {
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    timestamp_ms: m.timestamp().to_millis(),
+                    key: m.key(),
+                    payload: m.payload(),
+                }
+            })
+            .collect();
         for (p, n) in per_partition {
             self.metrics
                 .records_consumed
@@ -167,25 +174,35 @@ impl Pipeline {
                 .inc_by(n);
         }
         let started = Instant::now();
-        let converted = convert(&payloads);
+        let added = self.pending.add(&self.cfg.topic, &records);
         self.metrics
             .arrow_conversion_seconds
             .observe(started.elapsed().as_secs_f64());
-        drop(payloads);
+        drop(records);
         drop(messages);
-        if converted.skipped_json_parse > 0 {
-            self.metrics
-                .records_skipped
-                .with_label_values(&[skip_reason::JSON_PARSE])
-                .inc_by(converted.skipped_json_parse as u64);
-        }
-        if let Some(batch) = converted.batch {
-            self.pending.push(batch, converted.arrow_bytes);
-        }
+        self.count(&added);
         self.metrics.pending_bytes.set(self.pending.bytes() as i64);
         self.metrics
             .buffer_fullness
             .set(self.pending.bytes() as f64 / self.cfg.flush_size as f64);
+    }
+
+    /// Counts what the buffer did with one consumed batch.
+    fn count(&self, added: &Added) {
+        if added.tombstones > 0 {
+            self.metrics.tombstones.inc_by(added.tombstones as u64);
+        }
+        if !added.dead_letters.is_empty() {
+            // Every record-level dead letter is what the original counted
+            // as a JSON parse skip.
+            self.metrics
+                .records_skipped
+                .with_label_values(&[skip_reason::JSON_PARSE])
+                .inc_by(added.dead_letters.len() as u64);
+            for reason in &added.dead_letters {
+                tracing::debug!(reason, "record is not a JSON object: dead letter");
+            }
+        }
     }
 
     fn flush(&mut self, trigger: FlushTrigger) -> anyhow::Result<()> {
@@ -193,16 +210,17 @@ impl Pipeline {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let ranges = self.pending.ranges(&self.cfg.topic);
         let rows = self.pending.rows();
-        let bytes = self.pending.bytes();
-        let (schema, batches) = self.pending.take()?;
-        let desc = FlushDescriptor {
-            flush_id: uuid::Uuid::new_v4().to_string(),
-            trigger: trigger as i32,
-            ranges: ranges.clone(),
-            expected_rows: rows as u64,
-        };
+        let Cut {
+            descriptor: desc,
+            schema,
+            batches,
+            bytes,
+        } = self
+            .pending
+            .cut(&self.cfg.topic, trigger, uuid::Uuid::new_v4().to_string())?;
+        let ranges = desc.ranges.clone();
+        let dead_letters = desc.dead_letters.len();
         let started = Instant::now();
         let ack =
             self.rt.block_on(
@@ -224,6 +242,7 @@ impl Pipeline {
                 .status();
         }
         commit_offsets(&self.consumer, &ranges, &self.metrics)?;
+        self.lag.committed(&ranges, &mut self.next, &self.metrics);
         self.metrics
             .batches_flushed
             .with_label_values(&[trigger.label()])
@@ -231,7 +250,7 @@ impl Pipeline {
         self.metrics.pending_bytes.set(0);
         self.metrics.buffer_fullness.set(0.0);
         tracing::info!(flush_id = %desc.flush_id, trigger = trigger.label(), rows, bytes,
-            written = ack.rows_written, outcome = ?ack.outcome(), partitions = ranges.len(),
+            written = ack.rows_written, dead_letters, outcome = ?ack.outcome(), partitions = ranges.len(),
             ms = started.elapsed().as_millis() as u64, "flush acknowledged and committed");
         Ok(())
     }

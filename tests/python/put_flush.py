@@ -12,11 +12,21 @@ table = pa.table({
     "name": pa.array([f"py-{i}" for i in range(first, first + n)]),
     "score": pa.array([i / 2 for i in range(n)], pa.float64()),
 })
-cmd = json.dumps({
+last = first + n - 1
+descriptor = {
     "flush_id": flush_id,
     "trigger": "size",
-    "ranges": [{"topic": "events", "partition": partition, "first": first, "last": first + n - 1}],
-})
+    "ranges": [{"topic": "events", "partition": partition, "first": first, "last": last}],
+}
+if len(sys.argv) > 6:
+    # One more offset after the rows, which was not a JSON object.
+    descriptor["ranges"][0]["last"] = last + 1
+    descriptor["dead_letters"] = [{
+        "topic": "events", "partition": partition, "offset": last + 1,
+        "timestamp_ms": 1700000000000, "key": None,
+        "reason": "invalid_json", "original": sys.argv[6],
+    }]
+cmd = json.dumps(descriptor)
 client = flight.connect(f"grpc://{addr}")
 writer, reader = client.do_put(flight.FlightDescriptor.for_command(cmd.encode()), table.schema)
 # One un-split batch, larger than gRPC's default 4 MiB message limit when n is big.

@@ -43,6 +43,7 @@ pub fn descriptor(id: &str, ranges: Vec<OffsetRange>, rows: usize) -> FlushDescr
         trigger: FlushTrigger::Size as i32,
         ranges,
         expected_rows: rows as u64,
+        dead_letters: vec![],
     }
 }
 

@@ -1,15 +1,20 @@
-//! Lakes for tests: an embedded DuckLake in a temp dir, or a fresh Postgres
-//! database as catalog with data in a fresh moto S3 prefix.
+//! Lakes for tests: an embedded DuckLake in a temp dir (SQLite catalog, the
+//! default, or a DuckDB-file catalog), or a fresh Postgres database as
+//! catalog with data in a fresh moto S3 prefix.
 use std::path::PathBuf;
 use std::process::Command;
 
 use duckdb::{Config, Connection};
+use millpond_writer::sink::ducklake::config::EmbeddedFormat;
 
 use crate::{required_env, unique};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// The embedded default: SQLite catalog file and a data folder.
     Embedded,
+    /// The embedded lake with a DuckDB-file catalog (DUCKLAKE_CATALOG_TYPE=duckdb).
+    EmbeddedDuckDb,
     PostgresS3,
 }
 
@@ -60,11 +65,14 @@ impl Lake {
         ];
         let mut pg_database = None;
         match backend {
-            Backend::Embedded => {
+            Backend::Embedded | Backend::EmbeddedDuckDb => {
                 env.push((
                     "MILLPOND_LAKE_DIR".into(),
                     dir.path().join("lake").display().to_string(),
                 ));
+                if backend == Backend::EmbeddedDuckDb {
+                    env.push(("DUCKLAKE_CATALOG_TYPE".into(), "duckdb".into()));
+                }
             }
             Backend::PostgresS3 => {
                 let db = unique("lake");
@@ -130,7 +138,9 @@ impl Lake {
         self
     }
 
-    /// A plain DuckDB session attached to the same lake, as a user would.
+    /// A plain DuckDB session attached READ_ONLY to the same lake, as a user
+    /// would. The embedded SQLite catalog can be read while a writer runs;
+    /// the DuckDB-file catalog only once the writer stopped.
     pub fn reader(&self) -> Connection {
         let cfg = Config::default()
             .with("extension_directory", extension_dir())
@@ -138,14 +148,20 @@ impl Lake {
             .with("autoinstall_known_extensions", "false")
             .unwrap();
         let conn = Connection::open_in_memory_with_flags(cfg).unwrap();
-        conn.execute_batch("LOAD ducklake; LOAD postgres_scanner; LOAD httpfs;")
-            .unwrap();
+        for ext in millpond_writer::sink::ducklake::extensions() {
+            conn.execute_batch(&format!("LOAD {ext}")).unwrap();
+        }
         let attach = match self.backend {
-            Backend::Embedded => {
+            Backend::Embedded | Backend::EmbeddedDuckDb => {
                 let dir = PathBuf::from(self.env_value("MILLPOND_LAKE_DIR").unwrap());
+                let format = if self.backend == Backend::Embedded {
+                    EmbeddedFormat::Sqlite
+                } else {
+                    EmbeddedFormat::DuckDb
+                };
                 format!(
-                    "ATTACH 'ducklake:{}' AS lake (DATA_PATH '{}/data/', READ_ONLY)",
-                    dir.join("catalog.ducklake").display(),
+                    "ATTACH '{}' AS lake (DATA_PATH '{}/data/', READ_ONLY)",
+                    format.attach_target(&dir.join(format.default_file())),
                     dir.display()
                 )
             }
@@ -196,6 +212,29 @@ impl Lake {
             .unwrap()
             .map(Result::unwrap)
             .collect()
+    }
+
+    /// Each row of a query as its columns' text joined by `|` (NULL as
+    /// `NULL`), for compact assertions.
+    pub fn query(&self, sql: &str) -> Vec<String> {
+        let conn = self.reader();
+        let mut stmt = conn
+            .prepare(&format!("SELECT COLUMNS(*)::VARCHAR FROM ({sql})"))
+            .unwrap();
+        let mut rows = stmt.query([]).unwrap();
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().unwrap() {
+            let n = row.as_ref().column_count();
+            let cols: Vec<String> = (0..n)
+                .map(|i| {
+                    row.get::<_, Option<String>>(i)
+                        .unwrap()
+                        .unwrap_or_else(|| "NULL".into())
+                })
+                .collect();
+            out.push(cols.join("|"));
+        }
+        out
     }
 
     /// (column name, DuckDB type) of the table, in table order.

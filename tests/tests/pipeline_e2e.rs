@@ -265,6 +265,7 @@ fn poison_input_is_counted_and_never_stops_the_pipeline() {
                 .to_vec(),
         ),
         Some(br#"{"seq":2,"nested":{"a":[1,{"b":null}]},"big":1}"#.to_vec()),
+        Some(vec![0xff, 0xfe, b'{', b'}']),
     ];
     produce(
         &bs,
@@ -275,26 +276,48 @@ fn poison_input_is_counted_and_never_stops_the_pipeline() {
     let w = Writer::start(&lake);
     let ingest = Ingest::start(&opts(&bs, &w.addr, 1, 0), lake.dir.path());
     eventually(Duration::from_secs(60), "all offsets committed", || {
-        committed(&bs, GROUP, TOPIC, 1)[0] == Some(10)
+        committed(&bs, GROUP, TOPIC, 1)[0] == Some(11)
     });
-    // 5 malformed or non-object payloads and the deep top-level array; the
-    // tombstone is consumed but not converted; the deep value inside an
-    // object is valid JSON and lands as text.
+    // 5 malformed or non-object payloads, the deep top-level array and the
+    // invalid UTF-8 are dead letters; the tombstone is consumed but not
+    // converted; the deep value inside an object is valid JSON and lands as
+    // text.
     assert_eq!(
         ingest.metric(
             "millpond_records_skipped_total",
             &[("reason", "json_parse")]
         ),
-        6.0
+        7.0
     );
-    assert_eq!(
-        ingest.metric("millpond_records_consumed_total", &[("partition", "0")]),
-        10.0
-    );
+    let consumed = ingest.metric("millpond_records_consumed_total", &[("partition", "0")]);
+    assert_eq!(consumed, 11.0);
     assert_eq!(ingest.health(), 200);
+    // Conservation: every consumed record is a row, a dead letter or a
+    // tombstone.
+    let written = w.metric("millpond_records_written_total", &[]);
+    let dead = w.metric("millpond_dead_letters_total", &[]);
+    let tombstones = ingest.metric("millpond_tombstones_total", &[]);
+    assert_eq!((written, dead, tombstones), (3.0, 7.0, 1.0));
+    assert_eq!(consumed, written + dead + tombstones);
     drop(ingest);
     w.stop();
     assert_eq!(lake.count(), 3);
+    assert_eq!(
+        lake.query(
+            "SELECT kafka_offset, reason, decode(kafka_key), topic, kafka_partition, kafka_timestamp IS NOT NULL, \
+             CASE WHEN kafka_offset = 7 THEN octet_length(original)::VARCHAR ELSE original::VARCHAR END \
+             FROM lake.main.events_dead_letters ORDER BY kafka_offset"
+        ),
+        [
+            "0|invalid_json|k|events|0|true|{not json",
+            "1|not_an_object|k|events|0|true|[1,2,3]",
+            "2|not_an_object|k|events|0|true|42",
+            "3|not_an_object|k|events|0|true|\\x22str\\x22",
+            "4|not_an_object|k|events|0|true|null",
+            "7|not_an_object|k|events|0|true|20000",
+            "10|invalid_utf8|k|events|0|true|\\xFF\\xFE{}",
+        ]
+    );
     assert_eq!(
         lake.column_text("length(deep)"),
         vec![Some("20000".into()), None, None]
@@ -359,4 +382,32 @@ fn sigterm_flushes_pending_records_and_exits_zero() {
     assert_eq!(total_committed(&bs, 2), 400);
     w.stop();
     assert_eq!(distinct_seq(&lake), (400, 400));
+}
+
+#[test]
+fn consumer_lag_falls_to_zero_once_everything_is_committed() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(TOPIC, 2, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    let lake = Lake::new(Backend::Embedded, "events");
+    produce_events(&bs, TOPIC, 2, 0, 600);
+    let w = Writer::start(&lake);
+    let mut o = opts(&bs, &w.addr, 1, 0);
+    o.extra.push(("FLUSH_INTERVAL_MS", "1000".into()));
+    let ingest = Ingest::start(&o, lake.dir.path());
+    eventually(Duration::from_secs(30), "everything committed", || {
+        total_committed(&bs, 2) == 600
+    });
+    // The startup sample saw 300 records per partition waiting; the commits
+    // must bring the gauge down without waiting for the next sample.
+    eventually(Duration::from_secs(10), "lag 0 on both partitions", || {
+        let m = ingest.metrics();
+        ["0", "1"].iter().all(|p| {
+            millpond_tests::scrape::metric(&m, "millpond_consumer_lag", &[("partition", p)])
+                == Some(0.0)
+        })
+    });
+    drop(ingest);
+    w.stop();
+    assert_eq!(distinct_seq(&lake), (600, 600));
 }

@@ -64,10 +64,15 @@ fn replays_a_kafka_range_once_and_a_jsonl_file() {
         "50",
     ]);
     assert!(
-        out.contains("3 records, 1 skipped as invalid JSON"),
+        out.contains("3 records, 1 not JSON objects, 0 tombstones"),
         "{out}"
     );
-    assert!(out.contains("Written, 2 rows"), "{out}");
+    assert!(out.contains("Written, 2 rows and 1 dead letters"), "{out}");
     w.stop();
     assert_eq!(lake.count(), 52);
+    assert_eq!(
+        lake.query("SELECT kafka_offset, reason FROM lake.main.events_dead_letters"),
+        ["51|invalid_json"],
+        "the replayed file's bad line is a dead letter at its offset"
+    );
 }

@@ -222,11 +222,15 @@ async fn schema_evolves_across_flushes(backend: Backend) {
     );
 }
 
-macro_rules! both_backends {
+macro_rules! every_backend {
     ($($name:ident),*) => {
         mod embedded {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() { super::$name(super::Backend::Embedded).await })*
+        }
+        mod embedded_duckdb_file {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name(super::Backend::EmbeddedDuckDb).await })*
         }
         mod postgres_s3 {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,7 +239,7 @@ macro_rules! both_backends {
     };
 }
 
-both_backends!(
+every_backend!(
     put_rows_and_read_back,
     resent_flush_is_not_written_twice,
     zero_row_flush_only_advances_offsets,

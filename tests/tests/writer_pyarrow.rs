@@ -6,16 +6,23 @@ use millpond_tests::required_env;
 use millpond_tests::writer::Writer;
 
 fn py_put(addr: &str, id: &str, partition: i32, first: i64, n: i64) -> serde_json::Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/put_flush.py");
-    let out = Command::new(required_env("MILLPOND_PYTHON"))
-        .args([
-            script,
-            addr,
+    py_put_with(
+        addr,
+        &[
             id,
             &partition.to_string(),
             &first.to_string(),
             &n.to_string(),
-        ])
+        ],
+    )
+}
+
+fn py_put_with(addr: &str, args: &[&str]) -> serde_json::Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/put_flush.py");
+    let out = Command::new(required_env("MILLPOND_PYTHON"))
+        .arg(script)
+        .arg(addr)
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -39,11 +46,24 @@ fn pyarrow_client_puts_unsplit_batches_and_reads_the_ack() {
         assert_eq!(ack["recorded"][0]["last"], 299_999);
         let again = py_put(&writer.addr, "py-1", 0, 0, 300_000);
         assert_eq!(again["outcome"], "already_recorded");
+        // The JSON descriptor can carry dead letters too.
+        let ack = py_put_with(&writer.addr, &["py-2", "1", "300000", "10", "{not json"]);
+        assert_eq!(ack["rows_written"], 10);
+        assert_eq!(ack["dead_letters_written"], 1);
+        assert_eq!(ack["recorded"][0]["last"], 300_010);
         writer.stop();
-        assert_eq!(lake.count(), 300_000, "{backend:?}");
+        assert_eq!(
+            lake.query(
+                "SELECT kafka_partition, kafka_offset, reason, decode(original), kafka_key IS NULL, \
+                 epoch_ms(kafka_timestamp) FROM lake.main.events_dead_letters"
+            ),
+            ["1|300010|invalid_json|{not json|true|1700000000000"],
+            "{backend:?}"
+        );
+        assert_eq!(lake.count(), 300_010, "{backend:?}");
         assert_eq!(lake.column_text("max(name)"), vec![Some("py-99999".into())]);
         assert_eq!(
-            lake.column_text("sum(score)::BIGINT"),
+            lake.column_text("(sum(score) FILTER (WHERE id < 300000))::BIGINT"),
             vec![Some("22499925000".into())]
         );
     }

@@ -73,6 +73,7 @@ fn bench(c: &mut Criterion) {
                 ranges: vec![OffsetRange::new("events", 0, next, next + ROWS as i64 - 1)],
                 schema: schema.clone(),
                 batches: batches.clone(),
+                dead_letters: vec![],
             };
             next += ROWS as i64;
             s.write(&flush).unwrap();
@@ -126,6 +127,7 @@ fn bench(c: &mut Criterion) {
                     trigger: FlushTrigger::Size as i32,
                     ranges: vec![OffsetRange::new("events", 0, next, next + ROWS as i64 - 1)],
                     expected_rows: ROWS,
+                    dead_letters: vec![],
                 };
                 next += ROWS as i64;
                 let stream = FlightDataEncoderBuilder::new()

@@ -1,5 +1,8 @@
 //! The write retry loop: the sink's ladder, reset_caches between attempts,
-//! classified error counts, and no retry of permanent errors.
+//! classified error counts. A permanent-looking error is believed only when
+//! it comes from an attempt that started from fresh caches: the first time,
+//! the caches are reset and the flush tried again at once, since a stale
+//! schema cache or a connection dropped mid-query can look permanent.
 use std::time::Duration;
 
 use millpond_shared::metrics::WriterMetrics;
@@ -24,7 +27,10 @@ pub fn write_with_retry(
 ) -> Result<Durable<Receipt>, WriteFailure> {
     let ladder = sink.retry_ladder();
     let mut failed = 0u32;
+    let mut attempts = 0u32;
+    let mut fresh = false;
     loop {
+        attempts += 1;
         match sink.write(flush) {
             Ok(receipt) => return Ok(receipt),
             Err(error) => {
@@ -32,7 +38,13 @@ pub fn write_with_retry(
                     .errors
                     .with_label_values(&[error.error_type()])
                     .inc();
-                let attempts = failed + 1;
+                if !error.is_retryable() && !fresh {
+                    tracing::warn!(flush_id = %flush.id, attempt = attempts, error = %error.message,
+                        "write failed; re-reading the catalog before believing the error is permanent");
+                    sink.reset_caches();
+                    fresh = true;
+                    continue;
+                }
                 if !error.is_retryable() {
                     tracing::error!(flush_id = %flush.id, attempt = attempts, error = %error.message,
                         "write failed permanently; not retrying");
@@ -54,9 +66,99 @@ pub fn write_with_retry(
                 tracing::warn!(flush_id = %flush.id, attempt = attempts, delay_ms = delay.as_millis() as u64,
                     error = %error.message, "write failed; retrying");
                 sink.reset_caches();
+                fresh = true;
                 sleep(delay);
                 failed += 1;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use millpond_proto::{AckOutcome, FlushTrigger, OffsetRange};
+    use millpond_shared::retry::Ladder;
+    use std::cell::Cell;
+
+    /// Fails with the scripted errors in turn, then succeeds.
+    struct Scripted {
+        errors: Vec<SinkError>,
+        resets: Cell<u32>,
+    }
+
+    impl Sink for Scripted {
+        fn write(&mut self, _: &Flush) -> Result<Durable<Receipt>, SinkError> {
+            if self.errors.is_empty() {
+                return Ok(Durable::new(Receipt {
+                    rows_written: 0,
+                    dead_letters_written: 0,
+                    outcome: AckOutcome::Written,
+                    table: "t".into(),
+                    snapshot_id: None,
+                    recorded: vec![],
+                }));
+            }
+            Err(self.errors.remove(0))
+        }
+        fn reset_caches(&mut self) {
+            self.resets.set(self.resets.get() + 1);
+        }
+        fn recorded_offsets(&mut self, _: &str) -> Result<Vec<OffsetRange>, SinkError> {
+            Ok(vec![])
+        }
+        fn retry_ladder(&self) -> Ladder {
+            Ladder::LAKE_WRITE
+        }
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+        fn close(&mut self) -> Result<(), SinkError> {
+            Ok(())
+        }
+    }
+
+    fn run(errors: Vec<SinkError>) -> (Result<(), WriteFailure>, u32) {
+        let mut sink = Scripted {
+            errors,
+            resets: Cell::new(0),
+        };
+        let flush = Flush {
+            id: "f".into(),
+            trigger: FlushTrigger::Size,
+            ranges: vec![],
+            schema: std::sync::Arc::new(arrow::datatypes::Schema::empty()),
+            batches: vec![],
+            dead_letters: vec![],
+        };
+        let metrics = WriterMetrics::new(&millpond_shared::metrics::new_registry("p", "b"));
+        let r = write_with_retry(&mut sink, &flush, &metrics, &|_| {}).map(|_| ());
+        (r, sink.resets.get())
+    }
+
+    #[test]
+    fn a_permanent_looking_error_is_retried_once_from_fresh_caches() {
+        let (r, resets) = run(vec![SinkError::permanent("Binder Error: stale")]);
+        assert!(r.is_ok());
+        assert_eq!(resets, 1);
+        let (r, resets) = run(vec![
+            SinkError::permanent("Binder Error: stale"),
+            SinkError::permanent("Conversion Error: for real"),
+        ]);
+        let f = r.unwrap_err();
+        assert_eq!((f.attempts, f.exhausted, resets), (2, false, 1));
+    }
+
+    #[test]
+    fn a_lost_connection_behind_a_permanent_looking_error_exhausts_the_ladder() {
+        let (r, _) = run(vec![
+            SinkError::permanent("Binder Error: SSL error: unexpected eof"),
+            SinkError::transient("Connection refused"),
+            SinkError::transient("Connection refused"),
+            SinkError::transient("Connection refused"),
+        ]);
+        let f = r.unwrap_err();
+        assert!(f.exhausted && f.error.is_retryable(), "{f:?}");
+        assert_eq!(f.attempts, 4);
     }
 }

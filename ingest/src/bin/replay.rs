@@ -11,10 +11,9 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use millpond_ingest::buffer::Pending;
-use millpond_ingest::convert::convert;
+use millpond_ingest::buffer::{Pending, Record};
 use millpond_ingest::flight::WriterClient;
-use millpond_proto::{FlushDescriptor, FlushTrigger};
+use millpond_proto::FlushTrigger;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
@@ -88,36 +87,39 @@ fn main() -> anyhow::Result<()> {
         bail!("nothing to replay");
     }
     let mut pending = Pending::default();
-    let payloads: Vec<&[u8]> = records.iter().filter_map(|(_, p)| p.as_deref()).collect();
-    for (o, _) in &records {
-        pending.track(partition, *o);
-    }
-    let converted = convert(&payloads);
-    if let Some(b) = converted.batch {
-        pending.push(b, converted.arrow_bytes);
-    }
-    let ranges = pending.ranges(&topic);
-    let rows = pending.rows();
-    let (schema, batches) = pending.take()?;
-    let desc = FlushDescriptor {
-        flush_id: arg(&args, "--flush-id")
-            .unwrap_or_else(|| format!("replay-{}", uuid::Uuid::new_v4())),
-        trigger: FlushTrigger::Unspecified as i32,
-        ranges,
-        expected_rows: rows as u64,
-    };
+    let batch: Vec<Record<'_>> = records
+        .iter()
+        .map(|(offset, payload)| Record {
+            partition,
+            offset: *offset,
+            timestamp_ms: None,
+            key: None,
+            payload: payload.as_deref(),
+        })
+        .collect();
+    let added = pending.add(&topic, &batch);
+    let flush_id =
+        arg(&args, "--flush-id").unwrap_or_else(|| format!("replay-{}", uuid::Uuid::new_v4()));
+    let cut = pending.cut(&topic, FlushTrigger::Unspecified, flush_id)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let mut client = WriterClient::new(writer);
-    let ack = rt.block_on(client.send(&desc, schema, &batches, Duration::from_secs(60)))?;
+    let ack = rt.block_on(client.send(
+        &cut.descriptor,
+        cut.schema,
+        &cut.batches,
+        Duration::from_secs(60),
+    ))?;
     println!(
-        "flush {} ({} records, {} skipped as invalid JSON): {:?}, {} rows written to {}",
+        "flush {} ({} records, {} not JSON objects, {} tombstones): {:?}, {} rows and {} dead letters written to {}",
         ack.flush_id,
         records.len(),
-        converted.skipped_json_parse,
+        added.dead_letters.len(),
+        added.tombstones,
         ack.outcome(),
         ack.rows_written,
+        ack.dead_letters_written,
         ack.table
     );
     Ok(())

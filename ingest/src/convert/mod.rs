@@ -11,7 +11,7 @@
 //! * **Rows.** Every payload must be a single JSON object (surrounding
 //!   whitespace allowed). Invalid UTF-8, invalid JSON, trailing data, or valid
 //!   JSON that is not an object (array, string, number, bool, `null`) is
-//!   skipped and counted in [`Converted::skipped_json_parse`]. A skipped
+//!   skipped and listed in [`Converted::skipped`] with its reason. A skipped
 //!   payload leaves no trace: keys it contained before the error do not become
 //!   columns. `convert` never panics, whatever the input bytes.
 //! * **Columns** are the union of the top-level keys of the converted rows, in
@@ -58,7 +58,7 @@
 //!   rejected at its first byte; a deeply nested value *inside* an object is
 //!   valid JSON and is kept as text (no depth limit applies to it).
 //! * **Batch.** [`Converted::rows`] is the number of converted payloads and
-//!   `rows + skipped_json_parse == payloads.len()`. If every payload is
+//!   `rows + skipped.len() == payloads.len()`. If every payload is
 //!   skipped (or there are none) `batch` is `None`. If rows were converted but
 //!   no column survived (e.g. only `{}` objects) the batch has zero columns and
 //!   `rows` rows. All fields are nullable. A text column whose total size
@@ -83,6 +83,8 @@
 
 mod build;
 mod scan;
+
+pub use scan::{Skip, SkipReason};
 #[cfg(test)]
 mod tests;
 
@@ -95,8 +97,8 @@ pub struct Converted {
     pub batch: Option<RecordBatch>,
     /// Number of payloads converted into rows.
     pub rows: usize,
-    /// Payloads skipped because they were not a valid JSON object.
-    pub skipped_json_parse: usize,
+    /// Payloads that are not a valid JSON object, in order, with the reason.
+    pub skipped: Vec<Skip>,
     /// `batch.get_array_memory_size()`, or 0 without a batch.
     pub arrow_bytes: usize,
 }
@@ -107,13 +109,13 @@ pub struct Converted {
 pub fn convert(payloads: &[&[u8]]) -> Converted {
     let tape = scan::scan(payloads);
     let rows = tape.rows();
-    let skipped_json_parse = tape.skipped;
     let batch = build::build(&tape);
+    let skipped = tape.skipped;
     let arrow_bytes = batch.as_ref().map_or(0, |b| b.get_array_memory_size());
     Converted {
         batch,
         rows,
-        skipped_json_parse,
+        skipped,
         arrow_bytes,
     }
 }

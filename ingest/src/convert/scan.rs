@@ -50,8 +50,37 @@ pub(super) struct Tape<'a> {
     pub row_ends: Vec<usize>,
     /// Arena for unescaped strings and compacted nested values.
     pub text: String,
-    /// Payloads skipped as invalid / non-object JSON.
-    pub skipped: usize,
+    /// Payloads skipped as invalid / non-object JSON, in payload order.
+    pub skipped: Vec<Skip>,
+}
+
+/// A payload that is not a row, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Skip {
+    /// Index in the payloads passed to `convert`.
+    pub index: usize,
+    pub reason: SkipReason,
+}
+
+/// Why a payload is not a row. `label()` is the dead-letter reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// Not UTF-8.
+    InvalidUtf8,
+    /// Not JSON (syntax error, truncated, trailing data, lone surrogate).
+    InvalidJson,
+    /// Valid JSON, but an array, a scalar or `null` rather than an object.
+    NotAnObject,
+}
+
+impl SkipReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            SkipReason::InvalidUtf8 => "invalid_utf8",
+            SkipReason::InvalidJson => "invalid_json",
+            SkipReason::NotAnObject => "not_an_object",
+        }
+    }
 }
 
 impl Tape<'_> {
@@ -83,13 +112,13 @@ struct Scanner<'a> {
 /// Parses all payloads. Never panics.
 pub(super) fn scan<'a>(payloads: &[&'a [u8]]) -> Tape<'a> {
     let mut sc = Scanner::default();
-    for (i, payload) in payloads.iter().enumerate() {
-        let ok = match std::str::from_utf8(payload) {
-            Ok(s) => sc.row(s, i + 1),
-            Err(_) => false,
+    for (index, payload) in payloads.iter().enumerate() {
+        let outcome = match std::str::from_utf8(payload) {
+            Ok(s) => sc.row(s, index + 1),
+            Err(_) => Err(SkipReason::InvalidUtf8),
         };
-        if !ok {
-            sc.tape.skipped += 1;
+        if let Err(reason) = outcome {
+            sc.tape.skipped.push(Skip { index, reason });
         }
     }
     sc.tape
@@ -97,7 +126,7 @@ pub(super) fn scan<'a>(payloads: &[&'a [u8]]) -> Tape<'a> {
 
 impl<'a> Scanner<'a> {
     /// Parses one payload as a row; on failure rolls back every trace of it.
-    fn row(&mut self, s: &'a str, stamp: usize) -> bool {
+    fn row(&mut self, s: &'a str, stamp: usize) -> Result<(), SkipReason> {
         let entries = self.tape.entries.len();
         let text = self.tape.text.len();
         let cols = self.tape.names.len();
@@ -105,10 +134,20 @@ impl<'a> Scanner<'a> {
         let res = (&mut de)
             .deserialize_map(RowVisitor { sc: self, stamp })
             .and_then(|()| de.end());
-        if res.is_ok() {
-            self.tape.row_ends.push(self.tape.entries.len());
-            return true;
-        }
+        let reason = match res {
+            Ok(()) => {
+                self.tape.row_ends.push(self.tape.entries.len());
+                return Ok(());
+            }
+            // Cold path: is it valid JSON of another kind?
+            Err(_)
+                if !s.trim_start().starts_with('{')
+                    && serde_json::from_str::<de::IgnoredAny>(s).is_ok() =>
+            {
+                SkipReason::NotAnObject
+            }
+            Err(_) => SkipReason::InvalidJson,
+        };
         self.tape.entries.truncate(entries);
         // `text` was a length of this String, hence a char boundary.
         self.tape.text.truncate(text);
@@ -118,7 +157,7 @@ impl<'a> Scanner<'a> {
         self.slots.truncate(cols);
         // Stale stamps/hints are harmless: stamps are unique per payload and
         // hints are verified before use.
-        false
+        Err(reason)
     }
 
     /// Column index for the `pos`-th key of the current row.

@@ -10,7 +10,7 @@ use super::{convert, Converted};
 fn conv(payloads: &[&str]) -> Converted {
     let bytes: Vec<&[u8]> = payloads.iter().map(|p| p.as_bytes()).collect();
     let out = convert(&bytes);
-    assert_eq!(out.rows + out.skipped_json_parse, payloads.len());
+    assert_eq!(out.rows + out.skipped.len(), payloads.len());
     match &out.batch {
         Some(b) => {
             assert_eq!(b.num_rows(), out.rows);
@@ -252,19 +252,14 @@ fn invalid_and_non_object_payloads_are_skipped() {
     payloads.push(b" {\"ok\":1} \n");
     payloads.push(b"{\"ok\":2}");
     let out = convert(&payloads);
-    assert_eq!(out.skipped_json_parse, bad.len());
+    assert_eq!(out.skipped.len(), bad.len());
     assert_eq!(out.rows, 2);
     let b = out.batch.unwrap();
     assert_eq!(names(&b), ["ok"], "skipped rows must not create columns");
     assert_eq!(ints(&b, "ok"), [Some(1), Some(2)]);
     for p in bad {
         let one = convert(&[*p]);
-        assert_eq!(
-            one.skipped_json_parse,
-            1,
-            "{:?}",
-            String::from_utf8_lossy(p)
-        );
+        assert_eq!(one.skipped.len(), 1, "{:?}", String::from_utf8_lossy(p));
         assert!(one.batch.is_none());
     }
 }
@@ -287,17 +282,14 @@ fn every_payload_skipped_gives_no_batch() {
     let out = conv(&["nope", "[]", "{"]);
     assert!(out.batch.is_none());
     assert_eq!(out.rows, 0);
-    assert_eq!(out.skipped_json_parse, 3);
+    assert_eq!(out.skipped.len(), 3);
 }
 
 #[test]
 fn empty_input() {
     let out = convert(&[]);
     assert!(out.batch.is_none());
-    assert_eq!(
-        (out.rows, out.skipped_json_parse, out.arrow_bytes),
-        (0, 0, 0)
-    );
+    assert_eq!((out.rows, out.skipped.len(), out.arrow_bytes), (0, 0, 0));
 }
 
 #[test]
@@ -308,7 +300,7 @@ fn deep_nesting_does_not_overflow_the_stack() {
     let open = "[".repeat(DEPTH);
     // Top-level non-objects and truncated nesting are skipped.
     let out = conv(&[&arrays, &open, &format!("{{\"a\":{open}}}")]);
-    assert_eq!(out.skipped_json_parse, 3);
+    assert_eq!(out.skipped.len(), 3);
     // Deep but valid values inside an object are kept as text, iteratively.
     let inner_arrays = format!("{{\"d\":{arrays}}}");
     let b = batch(&[&objects, &inner_arrays]);
@@ -362,7 +354,7 @@ fn lone_surrogates_are_invalid() {
         r#"{"o":{"\ud83d":1}}"#,
         r#"{"o":"\ud83d\ude00","p":["\ud83d\ude00"]}"#,
     ]);
-    assert_eq!(out.skipped_json_parse, 8);
+    assert_eq!(out.skipped.len(), 8);
     let b = out.batch.unwrap();
     assert_eq!(strs(&b, "o"), [s("😀")]);
     assert_eq!(strs(&b, "p"), [s(r#"["\ud83d\ude00"]"#)]);
@@ -709,7 +701,7 @@ fn property_json_ish_payloads_match_serde_json() {
         let mut comparable = true;
         for p in &payloads {
             let one = convert(&[p.as_slice()]);
-            assert_eq!(one.rows + one.skipped_json_parse, 1);
+            assert_eq!(one.rows + one.skipped.len(), 1);
             match oracle(p) {
                 Oracle::Row(m) => {
                     assert_eq!(one.rows, 1, "{:?}", String::from_utf8_lossy(p));
@@ -723,7 +715,7 @@ fn property_json_ish_payloads_match_serde_json() {
         }
         let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
         let out = convert(&refs);
-        assert_eq!(out.rows + out.skipped_json_parse, payloads.len());
+        assert_eq!(out.rows + out.skipped.len(), payloads.len());
         if !comparable {
             continue;
         }
@@ -762,7 +754,7 @@ fn property_random_bytes_never_panic() {
             .collect();
         let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
         let out = convert(&refs);
-        assert_eq!(out.rows + out.skipped_json_parse, payloads.len());
+        assert_eq!(out.rows + out.skipped.len(), payloads.len());
         if let Some(b) = &out.batch {
             assert_eq!(b.num_rows(), out.rows);
         }

@@ -32,7 +32,7 @@ pub fn client_config(cfg: &IngestConfig) -> ClientConfig {
             format!("millpond-{}-{}", cfg.topic, cfg.ordinal),
         );
     for (k, v) in &cfg.consumer_overrides {
-        c.set(k, v);
+        c.set(k, v.expose());
     }
     c
 }

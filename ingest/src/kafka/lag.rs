@@ -2,7 +2,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use millpond_shared::metrics::IngestMetrics;
+use millpond_proto::OffsetRange;
+use millpond_shared::metrics::{error_type, IngestMetrics};
 use rdkafka::consumer::Consumer as _;
 
 use super::client::Consumer;
@@ -10,6 +11,8 @@ use super::client::Consumer;
 pub struct LagSampler {
     every: Duration,
     last: Option<Instant>,
+    /// High watermark per partition at the last sample.
+    high: HashMap<i32, i64>,
 }
 
 impl Default for LagSampler {
@@ -17,6 +20,7 @@ impl Default for LagSampler {
         LagSampler {
             every: Duration::from_secs(60),
             last: None,
+            high: HashMap::new(),
         }
     }
 }
@@ -42,15 +46,39 @@ impl LagSampler {
                 break;
             }
             match consumer.fetch_watermarks(topic, *p, Duration::from_secs(1)) {
-                Ok((_, high)) => metrics
-                    .consumer_lag
-                    .with_label_values(&[&p.to_string()])
-                    .set((high - pos).max(0)),
+                Ok((_, high)) => {
+                    self.high.insert(*p, high);
+                    set_lag(metrics, *p, high, *pos);
+                }
                 Err(e) => {
-                    metrics.errors.with_label_values(&["kafka"]).inc();
+                    metrics.errors.with_label_values(&[error_type::KAFKA]).inc();
                     tracing::debug!(partition = p, error = %e, "watermark query failed");
                 }
             }
         }
     }
+
+    /// After a commit: each committed partition's position moves to
+    /// `last + 1`, and its lag is recomputed against the last sampled high
+    /// watermark (records that arrived since are counted at the next sample).
+    pub fn committed(
+        &self,
+        ranges: &[OffsetRange],
+        next: &mut HashMap<i32, i64>,
+        metrics: &IngestMetrics,
+    ) {
+        for r in ranges {
+            next.insert(r.partition, r.last + 1);
+            if let Some(high) = self.high.get(&r.partition) {
+                set_lag(metrics, r.partition, *high, r.last + 1);
+            }
+        }
+    }
+}
+
+fn set_lag(metrics: &IngestMetrics, partition: i32, high: i64, next: i64) {
+    metrics
+        .consumer_lag
+        .with_label_values(&[&partition.to_string()])
+        .set((high - next).max(0));
 }

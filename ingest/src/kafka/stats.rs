@@ -1,7 +1,7 @@
 use rdkafka::consumer::ConsumerContext;
 use rdkafka::{ClientContext, Statistics};
 
-use millpond_shared::metrics::IngestMetrics;
+use millpond_shared::metrics::{error_type, IngestMetrics};
 
 /// Publishes librdkafka statistics as gauges.
 pub struct StatsContext {
@@ -27,7 +27,10 @@ impl ClientContext for StatsContext {
     }
 
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
-        self.metrics.errors.with_label_values(&["kafka"]).inc();
+        self.metrics
+            .errors
+            .with_label_values(&[error_type::KAFKA])
+            .inc();
         tracing::warn!(error = %error, reason, "kafka client error");
     }
 }

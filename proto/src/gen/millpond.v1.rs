@@ -27,6 +27,40 @@ pub struct FlushDescriptor {
     /// Rows the sender put on the stream; the writer refuses a mismatch.
     #[prost(uint64, tag = "4")]
     pub expected_rows: u64,
+    /// Records of the covered ranges that cannot be rows (invalid JSON, not an
+    /// object, ...). The writer stores them in the dead-letter table in the
+    /// same transaction as the rows and the ranges. Optional: a flush without
+    /// dead letters is valid as it is.
+    #[prost(message, repeated, tag = "5")]
+    pub dead_letters: ::prost::alloc::vec::Vec<DeadLetter>,
+}
+/// A consumed record, or one value of it, that could not be written as sent.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeadLetter {
+    #[prost(string, tag = "1")]
+    pub topic: ::prost::alloc::string::String,
+    #[prost(int32, tag = "2")]
+    pub partition: i32,
+    #[prost(int64, tag = "3")]
+    pub offset: i64,
+    /// Kafka message timestamp, milliseconds since the epoch, when known.
+    #[prost(int64, optional, tag = "4")]
+    pub timestamp_ms: ::core::option::Option<i64>,
+    /// Kafka message key, when the record had one.
+    #[prost(bytes = "vec", optional, tag = "5")]
+    pub key: ::core::option::Option<::prost::alloc::vec::Vec<u8>>,
+    /// Stable label, e.g. "invalid_json", "not_an_object", "invalid_utf8".
+    #[prost(string, tag = "6")]
+    pub reason: ::prost::alloc::string::String,
+    /// For a value-level reason: the column concerned and its live type.
+    #[prost(string, tag = "7")]
+    pub column: ::prost::alloc::string::String,
+    #[prost(string, tag = "8")]
+    pub live_type: ::prost::alloc::string::String,
+    /// The whole record for a record-level reason; the value's JSON text for a
+    /// value-level one.
+    #[prost(bytes = "vec", tag = "9")]
+    pub original: ::prost::alloc::vec::Vec<u8>,
 }
 /// PutResult.app_metadata of a successful DoPut: the flush is durable.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -47,6 +81,9 @@ pub struct FlushAck {
     pub snapshot_id: i64,
     #[prost(message, repeated, tag = "7")]
     pub recorded: ::prost::alloc::vec::Vec<OffsetRange>,
+    /// Dead letters stored by this request (0 when already recorded).
+    #[prost(uint64, tag = "8")]
+    pub dead_letters_written: u64,
 }
 /// Carried in the grpc-status-details-bin of a failed DoPut.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

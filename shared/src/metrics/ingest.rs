@@ -1,5 +1,6 @@
 use prometheus::{
-    Gauge, GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry,
 };
 
 use super::register;
@@ -9,6 +10,7 @@ use super::register;
 pub struct IngestMetrics {
     pub records_consumed: IntCounterVec,
     pub records_skipped: IntCounterVec,
+    pub tombstones: IntCounter,
     pub batches_flushed: IntCounterVec,
     pub errors: IntCounterVec,
     pub pending_bytes: IntGauge,
@@ -49,6 +51,14 @@ impl IngestMetrics {
                 "records_skipped_total",
                 "Records not written, by reason",
                 "reason",
+            ),
+            tombstones: register(
+                registry,
+                IntCounter::new(
+                    "tombstones_total",
+                    "Tombstones consumed (no payload): counted, never written",
+                )
+                .unwrap(),
             ),
             batches_flushed: counter_vec(
                 registry,

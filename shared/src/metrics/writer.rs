@@ -13,6 +13,7 @@ pub struct WriterMetrics {
     pub flush_size_records: Histogram,
     pub errors: IntCounterVec,
     pub records_skipped: IntCounterVec,
+    pub dead_letters: IntCounterVec,
     pub schema_columns_added: IntCounter,
     pub schema_columns_widened: IntCounter,
     pub flushes_already_recorded: IntCounter,
@@ -57,6 +58,17 @@ impl WriterMetrics {
                 registry,
                 IntCounterVec::new(
                     Opts::new("records_skipped_total", "Records not written, by reason"),
+                    &["reason"],
+                )
+                .unwrap(),
+            ),
+            dead_letters: register(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "dead_letters_total",
+                        "Records or values committed to the dead-letter table (or discarded when it is off), by reason",
+                    ),
                     &["reason"],
                 )
                 .unwrap(),

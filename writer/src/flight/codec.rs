@@ -1,10 +1,11 @@
-//! FlushDescriptor / FlushAck / WriteError on the wire.
+//! FlushDescriptor / FlushAck / WriteError on the wire: protobuf, or JSON
+//! for hand-driven clients (the same field names; bytes as UTF-8 text).
 use bytes::Bytes;
 use millpond_proto::{
-    AckOutcome, FlushAck, FlushDescriptor, FlushTrigger, OffsetRange, WriteError,
+    AckOutcome, DeadLetter, FlushAck, FlushDescriptor, FlushTrigger, OffsetRange, WriteError,
 };
 use prost::Message;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 
 /// How the client encoded its descriptor; the ack mirrors it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,56 +17,113 @@ pub enum Encoding {
 /// Parses `cmd`: JSON when it starts with `{`, protobuf otherwise.
 pub fn decode_descriptor(cmd: &[u8]) -> Result<(FlushDescriptor, Encoding), String> {
     if cmd.first() == Some(&b'{') {
-        let v: Value = serde_json::from_slice(cmd).map_err(|e| format!("descriptor JSON: {e}"))?;
-        return Ok((descriptor_from_json(&v)?, Encoding::Json));
+        let d: JsonDescriptor =
+            serde_json::from_slice(cmd).map_err(|e| format!("descriptor JSON: {e}"))?;
+        return Ok((d.into(), Encoding::Json));
     }
     FlushDescriptor::decode(cmd)
         .map(|d| (d, Encoding::Protobuf))
         .map_err(|e| format!("descriptor protobuf: {e}"))
 }
 
-fn descriptor_from_json(v: &Value) -> Result<FlushDescriptor, String> {
-    let flush_id = v["flush_id"]
-        .as_str()
-        .ok_or("flush_id (string) is required")?
-        .to_owned();
-    let trigger = match v["trigger"].as_str().unwrap_or("") {
-        "size" => FlushTrigger::Size,
-        "time" => FlushTrigger::Time,
-        "shutdown" => FlushTrigger::Shutdown,
-        _ => FlushTrigger::Unspecified,
-    };
-    let mut ranges = Vec::new();
-    for r in v["ranges"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-        let field = |k: &str| {
-            r[k].as_i64()
-                .ok_or(format!("ranges[].{k} (integer) is required"))
-        };
-        ranges.push(OffsetRange {
-            topic: r["topic"]
-                .as_str()
-                .ok_or("ranges[].topic (string) is required")?
-                .to_owned(),
-            partition: field("partition")? as i32,
-            first: field("first")?,
-            last: field("last")?,
-        });
-    }
-    Ok(FlushDescriptor {
-        flush_id,
-        trigger: trigger as i32,
-        ranges,
-        expected_rows: v["expected_rows"].as_u64().unwrap_or(0),
-    })
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonDescriptor {
+    flush_id: String,
+    #[serde(default)]
+    trigger: String,
+    #[serde(default)]
+    ranges: Vec<JsonRange>,
+    #[serde(default)]
+    expected_rows: u64,
+    #[serde(default)]
+    dead_letters: Vec<JsonDeadLetter>,
 }
 
-fn ranges_json(ranges: &[OffsetRange]) -> Value {
-    Value::Array(
-        ranges
-            .iter()
-            .map(|r| json!({"topic": r.topic, "partition": r.partition, "first": r.first, "last": r.last}))
-            .collect(),
-    )
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct JsonRange {
+    topic: String,
+    partition: i32,
+    first: i64,
+    last: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonDeadLetter {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    timestamp_ms: Option<i64>,
+    key: Option<String>,
+    reason: String,
+    #[serde(default)]
+    column: String,
+    #[serde(default)]
+    live_type: String,
+    original: String,
+}
+
+impl From<JsonRange> for OffsetRange {
+    fn from(r: JsonRange) -> Self {
+        OffsetRange::new(r.topic, r.partition, r.first, r.last)
+    }
+}
+
+impl From<&OffsetRange> for JsonRange {
+    fn from(r: &OffsetRange) -> Self {
+        JsonRange {
+            topic: r.topic.clone(),
+            partition: r.partition,
+            first: r.first,
+            last: r.last,
+        }
+    }
+}
+
+impl From<JsonDescriptor> for FlushDescriptor {
+    fn from(d: JsonDescriptor) -> Self {
+        let trigger = match d.trigger.as_str() {
+            "size" => FlushTrigger::Size,
+            "time" => FlushTrigger::Time,
+            "shutdown" => FlushTrigger::Shutdown,
+            _ => FlushTrigger::Unspecified,
+        };
+        FlushDescriptor {
+            flush_id: d.flush_id,
+            trigger: trigger as i32,
+            ranges: d.ranges.into_iter().map(Into::into).collect(),
+            expected_rows: d.expected_rows,
+            dead_letters: d
+                .dead_letters
+                .into_iter()
+                .map(|l| DeadLetter {
+                    topic: l.topic,
+                    partition: l.partition,
+                    offset: l.offset,
+                    timestamp_ms: l.timestamp_ms,
+                    key: l.key.map(String::into_bytes),
+                    reason: l.reason,
+                    column: l.column,
+                    live_type: l.live_type,
+                    original: l.original.into_bytes(),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct JsonAck<'a> {
+    flush_id: &'a str,
+    rows_written: u64,
+    dead_letters_written: u64,
+    outcome: &'static str,
+    sink: &'a str,
+    table: &'a str,
+    snapshot_id: i64,
+    recorded: Vec<JsonRange>,
 }
 
 pub fn encode_ack(ack: &FlushAck, enc: Encoding) -> Bytes {
@@ -76,18 +134,17 @@ pub fn encode_ack(ack: &FlushAck, enc: Encoding) -> Bytes {
                 AckOutcome::AlreadyRecorded => "already_recorded",
                 _ => "written",
             };
-            Bytes::from(
-                json!({
-                    "flush_id": ack.flush_id,
-                    "rows_written": ack.rows_written,
-                    "outcome": outcome,
-                    "sink": ack.sink,
-                    "table": ack.table,
-                    "snapshot_id": ack.snapshot_id,
-                    "recorded": ranges_json(&ack.recorded),
-                })
-                .to_string(),
-            )
+            let json = JsonAck {
+                flush_id: &ack.flush_id,
+                rows_written: ack.rows_written,
+                dead_letters_written: ack.dead_letters_written,
+                outcome,
+                sink: &ack.sink,
+                table: &ack.table,
+                snapshot_id: ack.snapshot_id,
+                recorded: ack.recorded.iter().map(Into::into).collect(),
+            };
+            Bytes::from(serde_json::to_vec(&json).expect("plain structs serialize"))
         }
     }
 }
@@ -113,6 +170,48 @@ mod tests {
         assert!(decode_descriptor(br#"{"ranges":[]}"#)
             .unwrap_err()
             .contains("flush_id"));
+        assert!(
+            decode_descriptor(br#"{"flush_id":"f","rangez":[]}"#)
+                .unwrap_err()
+                .contains("rangez"),
+            "a misspelt field is an error, not silently ignored"
+        );
+    }
+
+    #[test]
+    fn json_descriptor_carries_dead_letters() {
+        let (d, _) = decode_descriptor(
+            br#"{"flush_id":"f2","ranges":[{"topic":"t","partition":0,"first":0,"last":1}],
+                "dead_letters":[{"topic":"t","partition":0,"offset":1,"timestamp_ms":null,
+                "key":"k","reason":"invalid_json","original":"{oops"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(d.dead_letters.len(), 1);
+        let l = &d.dead_letters[0];
+        assert_eq!((l.offset, l.reason.as_str()), (1, "invalid_json"));
+        assert_eq!(
+            (l.key.as_deref(), l.original.as_slice()),
+            (Some(&b"k"[..]), &b"{oops"[..])
+        );
+    }
+
+    #[test]
+    fn json_ack_names_every_field() {
+        let ack = FlushAck {
+            flush_id: "f".into(),
+            rows_written: 3,
+            dead_letters_written: 1,
+            outcome: AckOutcome::Written as i32,
+            sink: "ducklake".into(),
+            table: "lake.main.events".into(),
+            snapshot_id: 9,
+            recorded: vec![OffsetRange::new("t", 0, 0, 3)],
+        };
+        let v: serde_json::Value =
+            serde_json::from_slice(&encode_ack(&ack, Encoding::Json)).unwrap();
+        assert_eq!(v["dead_letters_written"], 1);
+        assert_eq!(v["outcome"], "written");
+        assert_eq!(v["recorded"][0]["last"], 3);
     }
 
     #[test]
@@ -122,6 +221,13 @@ mod tests {
             trigger: FlushTrigger::Time as i32,
             ranges: vec![OffsetRange::new("t", 0, 0, 1)],
             expected_rows: 2,
+            dead_letters: vec![DeadLetter {
+                topic: "t".into(),
+                offset: 1,
+                reason: "not_an_object".into(),
+                original: b"[1]".to_vec(),
+                ..Default::default()
+            }],
         };
         let (back, enc) = decode_descriptor(&d.encode_to_vec()).unwrap();
         assert_eq!((back, enc), (d, Encoding::Protobuf));

@@ -43,11 +43,22 @@ pub struct Activity {
     last: std::sync::Mutex<Option<Instant>>,
 }
 
+/// One DoPut in flight; ends when dropped, so a handler dropped mid-stream
+/// (client reset, client killed) is not counted forever.
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
 impl Activity {
-    fn begin(&self) {
+    fn begin(self: &Arc<Self>) -> InFlight {
         self.in_flight
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        InFlight(self.clone())
     }
 
     fn end(&self) {
@@ -134,11 +145,12 @@ impl WriterService {
                     .observe(started.elapsed().as_secs_f64());
                 self.metrics.flush_size_bytes.observe(bytes as f64);
                 self.metrics.flush_size_records.observe(rows_in as f64);
-                tracing::info!(flush_id = %id, rows = receipt.rows_written, outcome = ?receipt.outcome,
+                tracing::info!(flush_id = %id, rows = receipt.rows_written, dead_letters = receipt.dead_letters_written, outcome = ?receipt.outcome,
                     snapshot = ?receipt.snapshot_id, ms = started.elapsed().as_millis() as u64, "flush durable");
                 let ack = FlushAck {
                     flush_id: id,
                     rows_written: receipt.rows_written,
+                    dead_letters_written: receipt.dead_letters_written,
                     outcome: receipt.outcome as i32,
                     sink: sink_name.to_owned(),
                     table: receipt.table,
@@ -265,9 +277,10 @@ impl WriterService {
         let flush = Flush {
             id: desc.flush_id.clone(),
             trigger: desc.trigger(),
-            ranges: desc.ranges.clone(),
+            ranges: desc.ranges,
             schema,
             batches,
+            dead_letters: desc.dead_letters,
         };
         if desc.expected_rows > 0 && flush.rows() as u64 != desc.expected_rows {
             return Err(Status::invalid_argument(format!(
@@ -304,10 +317,8 @@ impl FlightService for WriterService {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
-        self.activity.begin();
-        let result = self.put(request).await;
-        self.activity.end();
-        result
+        let _in_flight = self.activity.begin();
+        self.put(request).await
     }
 
     async fn do_action(
@@ -387,5 +398,30 @@ impl FlightService for WriterService {
         Err(Status::unimplemented(
             "do_exchange: the writer only accepts DoPut",
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+
+    #[test]
+    fn a_put_dropped_mid_stream_is_no_longer_in_flight() {
+        let activity = Arc::new(Activity::default());
+        let put = async {
+            let _in_flight = activity.begin();
+            std::future::pending::<()>().await;
+        };
+        // The handler future is dropped before it finishes, as tonic does
+        // when the client resets the stream.
+        let mut put = Box::pin(put);
+        let waker = futures::task::noop_waker();
+        let _ = put
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker));
+        assert!(!activity.idle_for(std::time::Duration::ZERO));
+        drop(put);
+        assert!(activity.idle_for(std::time::Duration::ZERO));
     }
 }

@@ -1,9 +1,10 @@
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use millpond_proto::{AckOutcome, FlushTrigger, OffsetRange};
+use millpond_proto::{AckOutcome, DeadLetter, FlushTrigger, OffsetRange};
 
-/// One flush as received from ingest: the rows and every offset range they
-/// cover. Zero batches (or zero rows) is legal: it only advances offsets.
+/// One flush as received from ingest: the rows, the dead letters, and every
+/// offset range they cover. Zero batches (or zero rows) is legal: it only
+/// advances offsets.
 #[derive(Debug, Clone)]
 pub struct Flush {
     pub id: String,
@@ -11,18 +12,12 @@ pub struct Flush {
     pub ranges: Vec<OffsetRange>,
     pub schema: SchemaRef,
     pub batches: Vec<RecordBatch>,
+    pub dead_letters: Vec<DeadLetter>,
 }
 
 impl Flush {
     pub fn rows(&self) -> usize {
         self.batches.iter().map(RecordBatch::num_rows).sum()
-    }
-
-    pub fn arrow_bytes(&self) -> usize {
-        self.batches
-            .iter()
-            .map(RecordBatch::get_array_memory_size)
-            .sum()
     }
 }
 
@@ -30,6 +25,7 @@ impl Flush {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Receipt {
     pub rows_written: u64,
+    pub dead_letters_written: u64,
     pub outcome: AckOutcome,
     /// Fully qualified destination table.
     pub table: String,
@@ -49,9 +45,5 @@ impl<T> Durable<T> {
 
     pub fn into_inner(self) -> T {
         self.0
-    }
-
-    pub fn get(&self) -> &T {
-        &self.0
     }
 }

@@ -14,9 +14,22 @@ const CONTENTION: [&str; 6] = [
 /// Deterministic failures: the same input fails the same way every time.
 const PERMANENT: [&str; 3] = ["Conversion Error", "Parser Error", "Binder Error"];
 
+/// A lost catalog or storage connection, whatever error class DuckDB wraps
+/// it in (a catalog query failing mid-bind surfaces as a Binder Error).
+const CONNECTION_LOST: [&str; 6] = [
+    "no connection to the server",
+    "server closed the connection",
+    "could not connect to server",
+    "connection to server",
+    "Connection refused",
+    "SSL SYSCALL error",
+];
+
 pub fn classify(message: String) -> SinkError {
     let kind = if CONTENTION.iter().any(|p| message.contains(p)) {
         SinkErrorKind::Contention
+    } else if CONNECTION_LOST.iter().any(|p| message.contains(p)) {
+        SinkErrorKind::Transient
     } else if PERMANENT.iter().any(|p| message.contains(p)) {
         SinkErrorKind::Permanent
     } else {
@@ -45,6 +58,14 @@ mod tests {
         assert_eq!(
             classify("IO Error: Connection refused".into()).kind,
             SinkErrorKind::Transient
+        );
+        assert_eq!(
+            classify(
+                "Binder Error: Failed to get data file list from DuckLake: Failed to prepare query (no result returned): no connection to the server".into()
+            )
+            .kind,
+            SinkErrorKind::Transient,
+            "a dropped catalog connection is retried whatever class wraps it"
         );
     }
 }

@@ -1,13 +1,16 @@
 //! DUCKLAKE_* and DUCKDB_* variables.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use millpond_shared::config::{EnvReader, Secret};
 
 /// Where the DuckLake catalog lives.
 #[derive(Debug, Clone)]
 pub enum Catalog {
-    /// A local DuckLake catalog file: no services needed.
-    Embedded { path: PathBuf },
+    /// A local catalog file: no services needed.
+    Embedded {
+        path: PathBuf,
+        format: EmbeddedFormat,
+    },
     /// Postgres, the production catalog.
     Postgres {
         host: String,
@@ -16,6 +19,44 @@ pub enum Catalog {
         username: String,
         password: Secret,
     },
+}
+
+/// The file format of an embedded catalog (DUCKLAKE_CATALOG_TYPE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbeddedFormat {
+    /// SQLite: other processes can attach it READ_ONLY while the writer
+    /// writes, so a person can query the lake live. The default.
+    Sqlite,
+    /// A DuckDB database file: locked by the writer while it runs.
+    DuckDb,
+}
+
+impl EmbeddedFormat {
+    /// The catalog file name used when DUCKLAKE_CATALOG_PATH is unset.
+    pub fn default_file(self) -> &'static str {
+        match self {
+            EmbeddedFormat::Sqlite => "catalog.sqlite",
+            EmbeddedFormat::DuckDb => "catalog.ducklake",
+        }
+    }
+
+    /// The path a DuckLake ATTACH names: `ducklake:sqlite:<file>` or
+    /// `ducklake:<file>`.
+    pub fn attach_target(self, path: &std::path::Path) -> String {
+        match self {
+            EmbeddedFormat::Sqlite => format!("ducklake:sqlite:{}", path.display()),
+            EmbeddedFormat::DuckDb => format!("ducklake:{}", path.display()),
+        }
+    }
+
+    /// Earlier versions made DuckDB-file catalogs named `*.ducklake`; a path
+    /// ending so (or in `.duckdb`) keeps that format unless told otherwise.
+    fn implied_by(path: &std::path::Path) -> EmbeddedFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("ducklake" | "duckdb") => EmbeddedFormat::DuckDb,
+            _ => EmbeddedFormat::Sqlite,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -46,6 +87,9 @@ pub struct DuckLakeConfig {
     /// buffers a whole row group while writing, so this bounds the writer's
     /// memory per flush.
     pub row_group_bytes: Option<String>,
+    /// DUCKLAKE_DEAD_LETTER_TABLE (default `<table>_dead_letters`, `off`
+    /// for none): where records that cannot be rows are kept.
+    pub dead_letter_table: Option<String>,
 }
 
 /// Names the sink adds itself; payload columns with these names are refused.
@@ -100,6 +144,7 @@ impl DuckLakeConfig {
                 );
             }
         }
+        let dead_letter_table = dead_letter_table(r, table.as_deref());
         let home = r.env().get("HOME").unwrap_or("/root").to_owned();
         let extension_dir = PathBuf::from(r.string_or(
             "DUCKDB_EXTENSION_DIR",
@@ -107,6 +152,7 @@ impl DuckLakeConfig {
         ));
         let connection = r.string_or("DUCKLAKE_CONNECTION", ":memory:");
 
+        let catalog_type = r.optional("DUCKLAKE_CATALOG_TYPE");
         let (catalog, data_path) = match r.optional("DUCKLAKE_RDS_HOST") {
             None if r
                 .optional("DUCKLAKE_DATA_PATH")
@@ -122,11 +168,16 @@ impl DuckLakeConfig {
             }
             None => {
                 let dir = r.string_or("MILLPOND_LAKE_DIR", "./millpond-lake");
-                let path = PathBuf::from(
-                    r.string_or("DUCKLAKE_CATALOG_PATH", &format!("{dir}/catalog.ducklake")),
-                );
+                let catalog = embedded_catalog(r, &dir, catalog_type.as_deref());
                 let data = r.string_or("DUCKLAKE_DATA_PATH", &format!("{dir}/data/"));
-                (Some(Catalog::Embedded { path }), data)
+                (catalog, data)
+            }
+            Some(_) if catalog_type.is_some() => {
+                r.errors.push(
+                    "DUCKLAKE_CATALOG_TYPE",
+                    "applies to the embedded catalog only; DUCKLAKE_RDS_HOST selects the Postgres catalog",
+                );
+                (None, String::new())
             }
             Some(host) => {
                 let port = r.u16_port("DUCKLAKE_RDS_PORT", 5432);
@@ -161,6 +212,7 @@ impl DuckLakeConfig {
             memory_limit,
             extension_dir,
             row_group_bytes,
+            dead_letter_table: dead_letter_table?,
         })
     }
 
@@ -171,6 +223,68 @@ impl DuckLakeConfig {
     pub fn is_embedded(&self) -> bool {
         matches!(self.catalog, Catalog::Embedded { .. })
     }
+}
+
+/// DUCKLAKE_DEAD_LETTER_TABLE: `Some(None)` when turned off.
+fn dead_letter_table(r: &mut EnvReader<'_>, table: Option<&str>) -> Option<Option<String>> {
+    const VAR: &str = "DUCKLAKE_DEAD_LETTER_TABLE";
+    let name = match r.optional(VAR) {
+        Some(v) if v.eq_ignore_ascii_case("off") => return Some(None),
+        Some(v) => v,
+        None => format!("{}_dead_letters", table?),
+    };
+    let name = r.safe_identifier(VAR, Some(name))?;
+    if Some(name.as_str()) == table || name == OFFSETS_TABLE {
+        r.errors.push(
+            VAR,
+            format!("{name} is already used (the target table or the offsets table)"),
+        );
+        return None;
+    }
+    Some(Some(name))
+}
+
+/// The embedded catalog: DUCKLAKE_CATALOG_TYPE (`sqlite`, the default, or
+/// `duckdb`) and DUCKLAKE_CATALOG_PATH (default `<lake dir>/catalog.sqlite`).
+/// Without an explicit type, a path ending in `.ducklake`/`.duckdb`, or a
+/// lake folder that already holds an earlier version's `catalog.ducklake`,
+/// keeps the DuckDB-file format, so upgrading never starts an empty lake.
+fn embedded_catalog(r: &mut EnvReader<'_>, dir: &str, kind: Option<&str>) -> Option<Catalog> {
+    let explicit = match kind.map(str::to_ascii_lowercase).as_deref() {
+        None => None,
+        Some("sqlite") => Some(EmbeddedFormat::Sqlite),
+        Some("duckdb") => Some(EmbeddedFormat::DuckDb),
+        Some(other) => {
+            r.errors.push(
+                "DUCKLAKE_CATALOG_TYPE",
+                format!("must be sqlite or duckdb (got {other:?})"),
+            );
+            return None;
+        }
+    };
+    let (path, format) = match (r.optional("DUCKLAKE_CATALOG_PATH"), explicit) {
+        (Some(path), Some(format)) => (PathBuf::from(path), format),
+        (Some(path), None) => {
+            let path = PathBuf::from(path);
+            let format = EmbeddedFormat::implied_by(&path);
+            (path, format)
+        }
+        (None, Some(format)) => (Path::new(dir).join(format.default_file()), format),
+        (None, None) => {
+            let legacy = Path::new(dir).join(EmbeddedFormat::DuckDb.default_file());
+            let sqlite = Path::new(dir).join(EmbeddedFormat::Sqlite.default_file());
+            if legacy.exists() && !sqlite.exists() {
+                (legacy, EmbeddedFormat::DuckDb)
+            } else {
+                (sqlite, EmbeddedFormat::Sqlite)
+            }
+        }
+    };
+    if path.to_string_lossy().contains('\'') {
+        r.errors
+            .push("DUCKLAKE_CATALOG_PATH", "must not contain a single quote");
+    }
+    Some(Catalog::Embedded { path, format })
 }
 
 /// DUCKDB_S3_*: required when the data path is on S3.
@@ -262,6 +376,83 @@ mod tests {
         assert_eq!(cfg.max_retry_count, 100);
         assert_eq!(cfg.qualified_table(), "lake.main.events");
         assert!(cfg.s3.is_none());
+    }
+
+    fn embedded(cfg: &DuckLakeConfig) -> (PathBuf, EmbeddedFormat) {
+        match &cfg.catalog {
+            Catalog::Embedded { path, format } => (path.clone(), *format),
+            Catalog::Postgres { .. } => panic!("not embedded"),
+        }
+    }
+
+    #[test]
+    fn embedded_catalog_is_sqlite_unless_told_or_already_duckdb() {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = dir.path().to_str().unwrap();
+        let base = [("DUCKLAKE_TABLE", "events"), ("MILLPOND_LAKE_DIR", lake)];
+        let cfg = parse(&base).unwrap();
+        assert_eq!(
+            embedded(&cfg),
+            (dir.path().join("catalog.sqlite"), EmbeddedFormat::Sqlite)
+        );
+        let cfg = parse(&[base[0], base[1], ("DUCKLAKE_CATALOG_TYPE", "DuckDB")]).unwrap();
+        assert_eq!(
+            embedded(&cfg),
+            (dir.path().join("catalog.ducklake"), EmbeddedFormat::DuckDb)
+        );
+        let cfg = parse(&[base[0], ("DUCKLAKE_CATALOG_PATH", "/x/old.ducklake")]).unwrap();
+        assert_eq!(
+            embedded(&cfg),
+            (PathBuf::from("/x/old.ducklake"), EmbeddedFormat::DuckDb)
+        );
+        // A lake folder written by an earlier version keeps its catalog.
+        std::fs::write(dir.path().join("catalog.ducklake"), b"").unwrap();
+        assert_eq!(
+            embedded(&parse(&base).unwrap()),
+            (dir.path().join("catalog.ducklake"), EmbeddedFormat::DuckDb)
+        );
+    }
+
+    #[test]
+    fn dead_letter_table_defaults_beside_the_table_and_can_be_turned_off() {
+        let cfg = parse(&[("DUCKLAKE_TABLE", "events")]).unwrap();
+        assert_eq!(
+            cfg.dead_letter_table.as_deref(),
+            Some("events_dead_letters")
+        );
+        let cfg = parse(&[
+            ("DUCKLAKE_TABLE", "events"),
+            ("DUCKLAKE_DEAD_LETTER_TABLE", "OFF"),
+        ])
+        .unwrap();
+        assert_eq!(cfg.dead_letter_table, None);
+        for bad in ["events", "_millpond_offsets", "bad-name"] {
+            let errs = parse(&[
+                ("DUCKLAKE_TABLE", "events"),
+                ("DUCKLAKE_DEAD_LETTER_TABLE", bad),
+            ])
+            .unwrap_err();
+            assert_eq!(errs, ["DUCKLAKE_DEAD_LETTER_TABLE"], "{bad}");
+        }
+    }
+
+    #[test]
+    fn catalog_type_is_checked() {
+        let errs = parse(&[
+            ("DUCKLAKE_TABLE", "events"),
+            ("DUCKLAKE_CATALOG_TYPE", "postgres"),
+        ])
+        .unwrap_err();
+        assert_eq!(errs, ["DUCKLAKE_CATALOG_TYPE"]);
+        let errs = parse(&[
+            ("DUCKLAKE_TABLE", "events"),
+            ("DUCKLAKE_RDS_HOST", "db"),
+            ("DUCKLAKE_RDS_PASSWORD", "pw"),
+            ("DUCKLAKE_DATA_PATH", "/tmp/x/"),
+            ("DUCKLAKE_CATALOG_TYPE", "sqlite"),
+        ])
+        .unwrap_err();
+        assert_eq!(errs, ["DUCKLAKE_CATALOG_TYPE"]);
     }
 
     #[test]

@@ -6,11 +6,32 @@ use super::session::Session;
 use super::config::{Catalog, DuckLakeConfig};
 use crate::sink::SinkError;
 
-/// Extensions loaded from the local extension directory at startup. json and
-/// parquet are compiled into our DuckDB.
-pub const EXTENSIONS: [&str; 3] = ["ducklake", "postgres_scanner", "httpfs"];
+/// The extension list, shared with scripts/setup-extensions.sh.
+const EXTENSIONS_FILE: &str = include_str!("../../../duckdb-extensions.txt");
 
-pub const SETUP_HINT: &str = "run scripts/setup-extensions.sh (or set DUCKDB_EXTENSION_DIR to a folder holding v1.5.5/linux_amd64/<name>.duckdb_extension)";
+/// Extensions loaded from the local extension directory at startup, in
+/// order (the first word of each non-comment line of duckdb-extensions.txt).
+pub fn extensions() -> impl Iterator<Item = &'static str> {
+    EXTENSIONS_FILE
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next())
+}
+
+/// How to fix a missing extension, naming the folder this DuckDB looks in.
+fn setup_hint(conn: &Connection, dir: &str) -> String {
+    let found = conn.query_row(
+        "SELECT library_version, (SELECT platform FROM pragma_platform()) FROM pragma_version()",
+        [],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+    );
+    let folder = match found {
+        Ok((version, platform)) => format!("{dir}/{version}/{platform}"),
+        Err(_) => format!("{dir}/<version>/<platform>"),
+    };
+    format!("run scripts/setup-extensions.sh, or set DUCKDB_EXTENSION_DIR to a folder whose {folder}/ holds <name>.duckdb_extension")
+}
 
 /// SQL string literal.
 pub fn quote_literal(s: &str) -> String {
@@ -72,10 +93,11 @@ pub fn open(cfg: &DuckLakeConfig) -> Result<Session, SinkError> {
     .map_err(|e| SinkError::transient(format!("open duckdb {:?}: {e}", cfg.connection)))?;
     let conn = &session.conn;
 
-    for ext in EXTENSIONS {
+    for ext in extensions() {
         conn.execute_batch(&format!("LOAD {ext}")).map_err(|e| {
             SinkError::permanent(format!(
-                "DuckDB extension {ext} could not be loaded from {dir}: {e}. To fix: {SETUP_HINT}"
+                "DuckDB extension {ext} could not be loaded from {dir}: {e}. To fix: {}",
+                setup_hint(conn, &dir)
             ))
         })?;
     }
@@ -127,7 +149,7 @@ pub fn open(cfg: &DuckLakeConfig) -> Result<Session, SinkError> {
 
 fn attach(cfg: &DuckLakeConfig, conn: &Connection) -> Result<(), SinkError> {
     let target = match &cfg.catalog {
-        Catalog::Embedded { path } => {
+        Catalog::Embedded { path, format } => {
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| {
                     SinkError::permanent(format!("create catalog folder {}: {e}", parent.display()))
@@ -138,7 +160,7 @@ fn attach(cfg: &DuckLakeConfig, conn: &Connection) -> Result<(), SinkError> {
                     SinkError::permanent(format!("create data folder {}: {e}", cfg.data_path))
                 })?;
             }
-            format!("ducklake:{}", path.display())
+            format.attach_target(path)
         }
         Catalog::Postgres {
             host,
@@ -184,7 +206,15 @@ fn attach(cfg: &DuckLakeConfig, conn: &Connection) -> Result<(), SinkError> {
 
 #[cfg(test)]
 mod tests {
-    use super::mask_passwords;
+    use super::{extensions, mask_passwords};
+
+    #[test]
+    fn extension_list_is_read_from_the_shared_file() {
+        assert_eq!(
+            extensions().collect::<Vec<_>>(),
+            ["ducklake", "postgres_scanner", "httpfs", "sqlite_scanner"]
+        );
+    }
 
     #[test]
     fn passwords_are_masked_quoted_or_not() {

@@ -2,18 +2,21 @@
 //! file or Postgres, data in a folder or on S3.
 //!
 //! A write stages the Arrow batches in the session's own database, then in
-//! one lake transaction inserts them by name (stamping `_inserted_at`) and
-//! records the flush's offset ranges. A flush whose ranges the lake already
+//! one lake transaction inserts them by name (stamping `_inserted_at`),
+//! stores the flush's dead letters and records its offset ranges. A flush whose ranges the lake already
 //! holds is acknowledged without writing, which makes resends after a writer
 //! crash exactly-once.
 mod classify;
 mod columns;
 pub mod config;
 mod connect;
+mod dead_letters;
 mod offsets;
 mod session;
 mod table;
 mod types;
+
+pub use connect::extensions;
 
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 use duckdb::Connection;
@@ -25,6 +28,7 @@ use millpond_shared::retry::Ladder;
 
 use self::classify::classify;
 use self::config::{DuckLakeConfig, OFFSETS_TABLE};
+use self::dead_letters::DeadLetterTable;
 use self::offsets::{coverage, Coverage, OffsetsTable};
 use self::table::LiveColumns;
 use super::{Durable, Flush, Receipt, Sink, SinkError};
@@ -40,6 +44,7 @@ pub struct DuckLakeSink {
     session: Option<Session>,
     live: Option<LiveColumns>,
     offsets: OffsetsTable,
+    dead_letters: Option<DeadLetterTable>,
     offsets_ready: bool,
     flushes: u64,
 }
@@ -49,8 +54,9 @@ impl DuckLakeSink {
     /// credentials fail at startup rather than on the first flush.
     pub fn connect(cfg: DuckLakeConfig, metrics: WriterMetrics) -> Result<Self, SinkError> {
         match &cfg.catalog {
-            config::Catalog::Embedded { path } => tracing::info!(
+            config::Catalog::Embedded { path, format } => tracing::info!(
                 catalog = %path.display(),
+                format = ?format,
                 data_path = %cfg.data_path,
                 "embedded DuckLake: local catalog file, no Postgres configured (set DUCKLAKE_RDS_HOST for production)"
             ),
@@ -68,22 +74,22 @@ impl DuckLakeSink {
             name: format!("lake.{}.{OFFSETS_TABLE}", cfg.schema),
             target: cfg.table.clone(),
         };
+        let dead_letters = cfg.dead_letter_table.as_ref().map(|t| DeadLetterTable {
+            name: format!("lake.{}.{t}", cfg.schema),
+        });
         let mut sink = DuckLakeSink {
             cfg,
             metrics,
             session: None,
             live: None,
             offsets,
+            dead_letters,
             offsets_ready: false,
             flushes: 0,
         };
         sink.session()?;
         sink.ensure_offsets_table()?;
         Ok(sink)
-    }
-
-    pub fn config(&self) -> &DuckLakeConfig {
-        &self.cfg
     }
 
     fn conn(&self) -> &Connection {
@@ -110,12 +116,17 @@ impl DuckLakeSink {
                 self.cfg.schema
             ));
         }
-        if let Err(e) = conn.execute_batch(&sql) {
-            // Another writer may have created it at the same moment.
-            let exists =
-                conn.execute_batch(&format!("SELECT 1 FROM {} LIMIT 0", self.offsets.name));
-            if exists.is_err() {
-                return Err(self.err(e));
+        let mut tables = vec![(sql, self.offsets.name.clone())];
+        if let Some(dl) = &self.dead_letters {
+            tables.push((dl.create_sql(), dl.name.clone()));
+        }
+        for (sql, name) in tables {
+            if let Err(e) = conn.execute_batch(&sql) {
+                // Another writer may have created it at the same moment.
+                let exists = conn.execute_batch(&format!("SELECT 1 FROM {name} LIMIT 0"));
+                if exists.is_err() {
+                    return Err(self.err(e));
+                }
             }
         }
         // Keep offset rows in the catalog instead of one tiny file per flush.
@@ -154,6 +165,38 @@ impl DuckLakeSink {
         Ok((rows, stream))
     }
 
+    /// Registers the flush's dead letters as the view dead_letters::SCAN,
+    /// when there are any and the table is on.
+    fn register_dead_letters(
+        &self,
+        flush: &Flush,
+    ) -> Result<Option<Box<FFI_ArrowArrayStream>>, SinkError> {
+        if flush.dead_letters.is_empty() || self.dead_letters.is_none() {
+            return Ok(None);
+        }
+        let (schema, batch) = dead_letters::batch(&flush.id, &flush.dead_letters);
+        let session = self.session.as_ref().expect("session open");
+        let stream = session
+            .register_arrow(dead_letters::SCAN, schema, vec![batch])
+            .map_err(|e| classify(connect::scrub(&self.cfg, &e)))?;
+        Ok(Some(stream))
+    }
+
+    /// After the commit: every dead letter counted by reason; with the table
+    /// off, also said in the log (they are then discarded).
+    fn count_dead_letters(&self, flush: &Flush) {
+        for l in &flush.dead_letters {
+            self.metrics
+                .dead_letters
+                .with_label_values(&[l.reason.as_str()])
+                .inc();
+        }
+        if self.dead_letters.is_none() && !flush.dead_letters.is_empty() {
+            tracing::warn!(flush_id = %flush.id, count = flush.dead_letters.len(),
+                "dead letters discarded: DUCKLAKE_DEAD_LETTER_TABLE is off");
+        }
+    }
+
     fn count_projection(&self, proj: &columns::Projection) {
         for name in &proj.unsafe_names {
             tracing::warn!(column = %name, "payload column dropped: not a safe identifier or a case-insensitive duplicate");
@@ -171,13 +214,22 @@ impl DuckLakeSink {
         }
     }
 
-    fn commit(&mut self, flush: &Flush, rows: u64, select: &str) -> Result<Option<i64>, SinkError> {
+    fn commit(
+        &mut self,
+        flush: &Flush,
+        rows: u64,
+        select: &str,
+        dead_letters: bool,
+    ) -> Result<Option<i64>, SinkError> {
         let table = self.cfg.qualified_table();
         let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
         if rows > 0 {
             sql.push(format!(
                 "INSERT INTO {table} BY NAME SELECT {select}, now() AS _inserted_at FROM {SCAN}"
             ));
+        }
+        if let (true, Some(dl)) = (dead_letters, &self.dead_letters) {
+            sql.push(dl.insert_sql());
         }
         if let Some(s) = self.offsets.insert_sql(&flush.id, &flush.ranges) {
             sql.push(s);
@@ -251,6 +303,7 @@ impl Sink for DuckLakeSink {
                 tracing::info!(flush_id = %flush.id, "flush already recorded in the lake; acknowledging without writing");
                 return Ok(Durable::new(Receipt {
                     rows_written: 0,
+                    dead_letters_written: 0,
                     outcome: AckOutcome::AlreadyRecorded,
                     table,
                     snapshot_id: None,
@@ -299,18 +352,29 @@ impl Sink for DuckLakeSink {
         } else {
             (0, None)
         };
+        let dl_stream = self.register_dead_letters(flush)?;
         let select = insert_projection(&schema, &refused);
-        let committed = self.commit(flush, rows, &select);
+        let committed = self.commit(flush, rows, &select, dl_stream.is_some());
+        let session = self.session.as_ref().expect("session open");
         if stream.is_some() {
-            let session = self.session.as_ref().expect("session open");
             let _ = session.execute_raw(&format!("DROP VIEW IF EXISTS {SCAN}"));
         }
-        // The view is gone; now the stream (and the batches it holds) may go.
+        if dl_stream.is_some() {
+            let _ = session.execute_raw(&format!("DROP VIEW IF EXISTS {}", dead_letters::SCAN));
+        }
+        // The views are gone; now the streams (and the batches they hold) may go.
         drop(stream);
+        drop(dl_stream);
         let snapshot_id = committed?;
+        self.count_dead_letters(flush);
         self.maybe_prune();
         Ok(Durable::new(Receipt {
             rows_written: rows,
+            dead_letters_written: if self.dead_letters.is_some() {
+                flush.dead_letters.len() as u64
+            } else {
+                0
+            },
             outcome: AckOutcome::Written,
             table,
             snapshot_id,
