@@ -15,7 +15,8 @@ if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "$want"; then
 fi
 echo "installing nisshi $want (one-time, several minutes)" >&2
 # Its own target dir: nisshi's dependency features must not disturb ours.
-CARGO_TARGET_DIR=$MILLPOND_CACHE/nisshi-target \
+# opt-level 1: a test broker needs no peak speed, and the build is shorter.
+CARGO_TARGET_DIR=$MILLPOND_CACHE/nisshi-target CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
     cargo install nisshi --version "$want" --locked --ignore-rust-version --quiet \
     --no-default-features --features libsql
 "$bin" --version >/dev/null
