@@ -192,7 +192,7 @@ impl Lake {
     pub fn count(&self) -> i64 {
         self.reader()
             .query_row(
-                &format!("SELECT count(*) FROM lake.main.{}", self.table),
+                &format!("SELECT count(*) FROM lake.main.\"{}\"", self.table),
                 [],
                 |r| r.get(0),
             )
@@ -204,7 +204,7 @@ impl Lake {
         let conn = self.reader();
         let mut stmt = conn
             .prepare(&format!(
-                "SELECT ({expr})::VARCHAR FROM lake.main.{} ORDER BY 1",
+                "SELECT ({expr})::VARCHAR FROM lake.main.\"{}\" ORDER BY 1",
                 self.table
             ))
             .unwrap();

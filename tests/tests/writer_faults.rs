@@ -194,3 +194,68 @@ fn millpond_writer_error(status: &tonic::Status) -> millpond_proto::WriteError {
     use prost::Message;
     millpond_proto::WriteError::decode(status.details()).expect("WriteError in status details")
 }
+
+/// A second owner of a partition is fenced: two writers on one catalog get
+/// the same partition at the same moment, the first held open between its
+/// already-recorded check and its COMMIT. Exactly one writes the range.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_owner_of_a_partition_is_fenced() {
+    let lake = Lake::new(Backend::PostgresS3, "events");
+    let held = Writer::start_with(&lake, &[("MILLPOND_FAILPOINT", "pause_before_commit:3000")]);
+    let quick = Writer::start(&lake);
+    let same = descriptor("same-range", vec![r(0, 0, 999)], 1000);
+
+    // The same flush to both: one writes, the other finds it recorded.
+    let (a, b) = (held.addr.clone(), quick.addr.clone());
+    let d = same.clone();
+    let slow = tokio::spawn(async move {
+        let mut c = client(&a).await;
+        put(&mut c, &d, vec![rows(0, 1000)]).await
+    });
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let mut c = client(&b).await;
+    let fast = put(&mut c, &same, vec![rows(0, 1000)]).await.unwrap();
+    let slow = slow
+        .await
+        .unwrap()
+        .expect("the held writer acknowledges too");
+    let mut outcomes = vec![fast.outcome(), slow.outcome()];
+    outcomes.sort_by_key(|o| *o as i32);
+    assert_eq!(
+        outcomes,
+        [AckOutcome::Written, AckOutcome::AlreadyRecorded],
+        "exactly one writes"
+    );
+
+    // Overlapping cuts of one partition: the held one is refused.
+    let (a, b) = (held.addr.clone(), quick.addr.clone());
+    let slow = tokio::spawn(async move {
+        let mut c = client(&a).await;
+        let d = descriptor("held-cut", vec![r(0, 1000, 1999)], 1000);
+        put(&mut c, &d, vec![rows(1000, 1000)]).await
+    });
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let mut c = client(&b).await;
+    let d = descriptor("other-cut", vec![r(0, 1000, 1499)], 500);
+    let fast = put(&mut c, &d, vec![rows(1000, 500)]).await.unwrap();
+    assert_eq!(fast.outcome(), AckOutcome::Written);
+    let refused = slow.await.unwrap().expect_err("overlap refused");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+
+    // A disjoint partition is never held up by the fence.
+    let d = descriptor("p1", vec![r(1, 0, 99)], 100);
+    let ack = put(&mut c, &d, vec![rows(5000, 100)]).await.unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+
+    drop(held);
+    quick.stop();
+    assert_eq!(lake.count(), 1600, "1000 + 500 + 100, nothing twice");
+    assert_eq!(
+        lake.column_text("count(DISTINCT id)"),
+        vec![Some("1600".into())]
+    );
+}

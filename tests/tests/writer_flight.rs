@@ -157,11 +157,13 @@ async fn schema_evolves_across_flushes(backend: Backend) {
         vec![
             ("n", DataType::Int32),
             ("utm-source", DataType::Utf8),
+            ("$session_id", DataType::Utf8),
             ("year", DataType::Utf8),
         ],
         vec![
             Arc::new(Int32Array::from(vec![7])),
             Arc::new(StringArray::from(vec!["g"])),
+            Arc::new(StringArray::from(vec!["s1"])),
             Arc::new(StringArray::from(vec!["2026"])),
         ],
     );
@@ -197,7 +199,8 @@ async fn schema_evolves_across_flushes(backend: Backend) {
             "millpond_records_skipped_total",
             &[("reason", "unsafe_field_name")]
         ),
-        1.0
+        1.0,
+        "one record lost two unsafe keys: counted once"
     );
     writer.stop();
     let cols = lake.columns();
@@ -222,6 +225,120 @@ async fn schema_evolves_across_flushes(backend: Backend) {
     );
 }
 
+/// Table and schema names that are SQL keywords, with partitioning on.
+async fn keyword_names_work(backend: Backend) {
+    let lake = Lake::new(backend, "order");
+    let writer = Writer::start_with(
+        &lake,
+        &[
+            ("DUCKLAKE_SCHEMA", "select"),
+            ("DUCKLAKE_PARTITION_BY", "year(_inserted_at), id"),
+        ],
+    );
+    let mut c = client(&writer.addr).await;
+    let ack = put(
+        &mut c,
+        &descriptor("k1", vec![r(0, 0, 9)], 10),
+        vec![rows(0, 10)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ack.table, "lake.select.order");
+    assert_eq!(recorded(&mut c, "events").await, vec![r(0, 0, 9)]);
+    writer.stop();
+    assert_eq!(
+        lake.query("SELECT count(*), count(DISTINCT \"name\") FROM lake.\"select\".\"order\""),
+        ["10|10"]
+    );
+}
+
+/// `{}` and records whose every key was dropped are rows: a valid JSON
+/// object is one row, even with no column to hold.
+async fn rows_without_payload_columns_still_land(backend: Backend) {
+    let lake = Lake::new(backend, "events");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    let empty = RecordBatch::try_new_with_options(
+        Arc::new(Schema::empty()),
+        vec![],
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(3)),
+    )
+    .unwrap();
+    let ack = put(&mut c, &descriptor("e1", vec![r(0, 0, 2)], 3), vec![empty])
+        .await
+        .unwrap();
+    assert_eq!(ack.rows_written, 3);
+    let dropped = batch(
+        vec![("bad-key", DataType::Utf8)],
+        vec![Arc::new(StringArray::from(vec!["v", "w"]))],
+    );
+    let ack = put(
+        &mut c,
+        &descriptor("e2", vec![r(0, 3, 4)], 2),
+        vec![dropped],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ack.rows_written, 2);
+    put(
+        &mut c,
+        &descriptor("e3", vec![r(0, 5, 5)], 1),
+        vec![rows(0, 1)],
+    )
+    .await
+    .unwrap();
+    writer.stop();
+    assert_eq!(lake.count(), 6);
+    assert_eq!(
+        lake.column_text("count(_inserted_at)"),
+        vec![Some("6".into())]
+    );
+}
+
+/// Schema churn aborts other writers' inserts, so a flush's new columns
+/// are added in one catalog commit, not one per column.
+async fn new_columns_of_a_flush_are_one_catalog_commit(backend: Backend) {
+    let lake = Lake::new(backend, "events");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    put(
+        &mut c,
+        &descriptor("a", vec![r(0, 0, 0)], 1),
+        vec![rows(0, 1)],
+    )
+    .await
+    .unwrap();
+    let wide = batch(
+        vec![
+            ("id", DataType::Int64),
+            ("x", DataType::Utf8),
+            ("y", DataType::Int64),
+            ("z", DataType::Boolean),
+        ],
+        vec![
+            Arc::new(Int64Array::from(vec![1])),
+            Arc::new(StringArray::from(vec!["x"])),
+            Arc::new(Int64Array::from(vec![2])),
+            Arc::new(arrow::array::BooleanArray::from(vec![true])),
+        ],
+    );
+    put(&mut c, &descriptor("b", vec![r(0, 1, 1)], 1), vec![wide])
+        .await
+        .unwrap();
+    assert_eq!(
+        writer.metric("millpond_schema_columns_added_total", &[]),
+        3.0
+    );
+    writer.stop();
+    assert_eq!(
+        lake.query(
+            "SELECT count(*) FROM ducklake_snapshots('lake') WHERE map_contains(changes, 'tables_altered')"
+        ),
+        ["1"]
+    );
+    assert_eq!(lake.column_text("z"), vec![Some("true".into()), None]);
+}
+
 macro_rules! every_backend {
     ($($name:ident),*) => {
         mod embedded {
@@ -240,6 +357,9 @@ macro_rules! every_backend {
 }
 
 every_backend!(
+    keyword_names_work,
+    new_columns_of_a_flush_are_one_catalog_commit,
+    rows_without_payload_columns_still_land,
     put_rows_and_read_back,
     resent_flush_is_not_written_twice,
     zero_row_flush_only_advances_offsets,

@@ -16,7 +16,9 @@ pub struct WriterConfig {
     pub max_message_bytes: usize,
     pub sink: DuckLakeConfig,
     /// Test hook (MILLPOND_FAILPOINT): `kill_after_commit` makes the process
-    /// SIGKILL itself after the lake commit and before the acknowledgement.
+    /// SIGKILL itself after the lake commit and before the acknowledgement;
+    /// `pause_before_commit:<ms>` holds each write transaction open that long
+    /// before COMMIT (to race another writer).
     pub failpoint: Option<String>,
     /// After SIGTERM, the longest the writer keeps serving its ingest's
     /// final flush (MILLPOND_WRITER_SHUTDOWN_GRACE_S, default 60).

@@ -32,7 +32,16 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     let health = Arc::new(WriterHealth::default());
     let sink_cfg = cfg.sink.clone();
     let m = metrics.clone();
-    let sink = tokio::task::spawn_blocking(move || DuckLakeSink::connect(sink_cfg, m)).await??;
+    let pause = cfg
+        .failpoint
+        .as_deref()
+        .and_then(|f| f.strip_prefix("pause_before_commit:"))
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis);
+    let sink = tokio::task::spawn_blocking(move || {
+        DuckLakeSink::connect(sink_cfg, m).map(|s| s.with_pause_before_commit(pause))
+    })
+    .await??;
     let sink: SharedSink = Arc::new(Mutex::new(Box::new(sink) as Box<dyn Sink>));
 
     let http_addr: SocketAddr =

@@ -1,8 +1,10 @@
 //! Turning DuckDB errors into retry decisions.
 use crate::sink::{SinkError, SinkErrorKind};
 
-/// Catalog commit contention: snapshot id races and conflicting DDL.
-const CONTENTION: [&str; 6] = [
+/// Catalog commit contention: snapshot id races, conflicting DDL, and a
+/// partition claimed by another writer (fence conflict or re-check).
+const CONTENTION: [&str; 7] = [
+    super::offsets::RECORDED_MEANWHILE,
     "maximum retry count",
     "duplicate key value",
     "could not serialize access",

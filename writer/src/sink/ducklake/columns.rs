@@ -37,6 +37,20 @@ pub fn project(schema: &Schema) -> Projection {
     p
 }
 
+/// Rows holding a value in at least one of the columns `names`.
+pub fn rows_with_any(batches: &[RecordBatch], names: &[String]) -> u64 {
+    let mut rows = 0;
+    for b in batches {
+        let cols: Vec<_> = names.iter().filter_map(|n| b.column_by_name(n)).collect();
+        if !cols.is_empty() {
+            rows += (0..b.num_rows())
+                .filter(|&i| cols.iter().any(|c| c.is_valid(i)))
+                .count() as u64;
+        }
+    }
+    rows
+}
+
 impl Projection {
     pub fn is_identity(&self, schema: &Schema) -> bool {
         self.keep.len() == schema.fields().len()
@@ -66,7 +80,21 @@ impl Projection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::{ArrayRef, Int64Array};
     use arrow::datatypes::{DataType, Field};
+
+    #[test]
+    fn rows_with_any_counts_records_not_names() {
+        let col = |v: Vec<Option<i64>>| Arc::new(Int64Array::from(v)) as ArrayRef;
+        let b = RecordBatch::try_from_iter([
+            ("a-b", col(vec![Some(1), None, None, Some(4)])),
+            ("$x", col(vec![Some(1), Some(2), None, None])),
+            ("ok", col(vec![Some(1), Some(2), Some(3), Some(4)])),
+        ])
+        .unwrap();
+        let names = vec!["a-b".to_owned(), "$x".to_owned()];
+        assert_eq!(rows_with_any(&[b.clone(), b], &names), 6);
+    }
 
     #[test]
     fn drops_unsafe_reserved_and_duplicate_names() {

@@ -1,7 +1,9 @@
 //! DUCKLAKE_* and DUCKDB_* variables.
 use std::path::{Path, PathBuf};
 
-use millpond_shared::config::{EnvReader, Secret};
+use millpond_shared::config::{is_safe_identifier, EnvReader, Secret};
+
+use super::sql::ident;
 
 /// Where the DuckLake catalog lives.
 #[derive(Debug, Clone)]
@@ -114,15 +116,17 @@ impl DuckLakeConfig {
         let schema_raw = Some(r.string_or("DUCKLAKE_SCHEMA", "main"));
         let schema = r.safe_identifier("DUCKLAKE_SCHEMA", schema_raw);
         let max_retry_count = r.positive_u64("DUCKLAKE_MAX_RETRY_COUNT", 100);
-        let partition_by = r.optional("DUCKLAKE_PARTITION_BY");
-        if let Some(p) = &partition_by {
-            if !matches(p, |c| c.is_ascii_alphanumeric() || "_(), \t\n".contains(c)) {
-                r.errors.push(
-                    "DUCKLAKE_PARTITION_BY",
-                    "may only contain letters, digits, _ ( ) , and spaces",
-                );
+        let partition_by = match r
+            .optional("DUCKLAKE_PARTITION_BY")
+            .map(|p| partition_sql(&p))
+        {
+            Some(Err(e)) => {
+                r.errors.push("DUCKLAKE_PARTITION_BY", e);
+                None
             }
-        }
+            Some(Ok(sql)) => Some(sql),
+            None => None,
+        };
         let memory_limit = r.optional("DUCKDB_MEMORY_LIMIT");
         if let Some(m) = &memory_limit {
             if !matches(m, |c| c.is_ascii_alphanumeric() || c == '.' || c == ' ') {
@@ -216,13 +220,54 @@ impl DuckLakeConfig {
         })
     }
 
+    /// The target table as people write it, for logs and acknowledgements.
     pub fn qualified_table(&self) -> String {
         format!("lake.{}.{}", self.schema, self.table)
+    }
+
+    /// `name` in the lake's schema, quoted for SQL.
+    pub fn sql_name(&self, name: &str) -> String {
+        format!("lake.{}.{}", ident(&self.schema), ident(name))
+    }
+
+    /// The target table, quoted for SQL.
+    pub fn sql_table(&self) -> String {
+        self.sql_name(&self.table)
     }
 
     pub fn is_embedded(&self) -> bool {
         matches!(self.catalog, Catalog::Embedded { .. })
     }
+}
+
+/// DUCKLAKE_PARTITION_BY as the SQL of `SET PARTITIONED BY (...)`: a comma
+/// list of keys, each a column or year/month/day/hour of a column (the
+/// transforms DuckLake partitions by), every column name quoted.
+fn partition_sql(value: &str) -> Result<String, String> {
+    const TRANSFORMS: [&str; 4] = ["year", "month", "day", "hour"];
+    let mut keys = Vec::new();
+    for item in value.split(',').map(str::trim) {
+        let key = match item.split_once('(') {
+            None if is_safe_identifier(item) => ident(item),
+            Some((f, rest)) => {
+                let f = f.trim().to_ascii_lowercase();
+                let col = rest.strip_suffix(')').map(str::trim).unwrap_or("");
+                if !TRANSFORMS.contains(&f.as_str()) || !is_safe_identifier(col) {
+                    return Err(format!(
+                        "{item:?} is not a column or year(col), month(col), day(col), hour(col)"
+                    ));
+                }
+                format!("{f}({})", ident(col))
+            }
+            None => {
+                return Err(format!(
+                    "{item:?} is not a column or year(col), month(col), day(col), hour(col)"
+                ))
+            }
+        };
+        keys.push(key);
+    }
+    Ok(keys.join(", "))
 }
 
 /// DUCKLAKE_DEAD_LETTER_TABLE: `Some(None)` when turned off.
@@ -433,6 +478,27 @@ mod tests {
             ])
             .unwrap_err();
             assert_eq!(errs, ["DUCKLAKE_DEAD_LETTER_TABLE"], "{bad}");
+        }
+    }
+
+    #[test]
+    fn partition_keys_are_parsed_and_quoted_at_startup() {
+        let cfg = parse(&[
+            ("DUCKLAKE_TABLE", "events"),
+            (
+                "DUCKLAKE_PARTITION_BY",
+                "year(_inserted_at), MONTH( _inserted_at ),team_id",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            cfg.partition_by.as_deref(),
+            Some("year(\"_inserted_at\"), month(\"_inserted_at\"), \"team_id\"")
+        );
+        for bad in ["year(x); drop", "week(ts)", "year(a,b)", "a b", "year(ts"] {
+            let errs =
+                parse(&[("DUCKLAKE_TABLE", "events"), ("DUCKLAKE_PARTITION_BY", bad)]).unwrap_err();
+            assert_eq!(errs, ["DUCKLAKE_PARTITION_BY"], "{bad:?}");
         }
     }
 

@@ -2,6 +2,7 @@
 use duckdb::Connection;
 
 use super::session::Session;
+use super::sql::literal;
 
 use super::config::{Catalog, DuckLakeConfig};
 use crate::sink::SinkError;
@@ -31,11 +32,6 @@ fn setup_hint(conn: &Connection, dir: &str) -> String {
         Err(_) => format!("{dir}/<version>/<platform>"),
     };
     format!("run scripts/setup-extensions.sh, or set DUCKDB_EXTENSION_DIR to a folder whose {folder}/ holds <name>.duckdb_extension")
-}
-
-/// SQL string literal.
-pub fn quote_literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
 }
 
 /// A libpq keyword value, quoted so spaces, quotes and backslashes survive.
@@ -103,31 +99,28 @@ pub fn open(cfg: &DuckLakeConfig) -> Result<Session, SinkError> {
     }
     let mut setup = vec!["SET GLOBAL preserve_insertion_order = false".to_owned()];
     if let Some(limit) = &cfg.memory_limit {
-        setup.push(format!(
-            "SET GLOBAL memory_limit = {}",
-            quote_literal(limit)
-        ));
+        setup.push(format!("SET GLOBAL memory_limit = {}", literal(limit)));
     }
     if let Some(s3) = &cfg.s3 {
         setup.push(format!(
             "SET GLOBAL s3_access_key_id = {}",
-            quote_literal(s3.key_id.expose())
+            literal(s3.key_id.expose())
         ));
         setup.push(format!(
             "SET GLOBAL s3_secret_access_key = {}",
-            quote_literal(s3.secret.expose())
+            literal(s3.secret.expose())
         ));
         if let Some(v) = &s3.region {
-            setup.push(format!("SET GLOBAL s3_region = {}", quote_literal(v)));
+            setup.push(format!("SET GLOBAL s3_region = {}", literal(v)));
         }
         if let Some(v) = &s3.endpoint {
-            setup.push(format!("SET GLOBAL s3_endpoint = {}", quote_literal(v)));
+            setup.push(format!("SET GLOBAL s3_endpoint = {}", literal(v)));
         }
         if let Some(v) = s3.use_ssl {
             setup.push(format!("SET GLOBAL s3_use_ssl = {v}"));
         }
         if let Some(v) = &s3.url_style {
-            setup.push(format!("SET GLOBAL s3_url_style = {}", quote_literal(v)));
+            setup.push(format!("SET GLOBAL s3_url_style = {}", literal(v)));
         }
     }
     for stmt in &setup {
@@ -178,8 +171,8 @@ fn attach(cfg: &DuckLakeConfig, conn: &Connection) -> Result<(), SinkError> {
     };
     let sql = format!(
         "ATTACH IF NOT EXISTS {} AS lake (DATA_PATH {})",
-        quote_literal(&target),
-        quote_literal(&cfg.data_path)
+        literal(&target),
+        literal(&cfg.data_path)
     );
     // Two writers attaching an empty catalog for the first time race on
     // creating the metadata tables; the loser retries once the winner is done.

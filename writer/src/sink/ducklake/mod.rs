@@ -11,8 +11,10 @@ mod columns;
 pub mod config;
 mod connect;
 mod dead_letters;
+mod fence;
 mod offsets;
 mod session;
+mod sql;
 mod table;
 mod types;
 
@@ -29,6 +31,7 @@ use millpond_shared::retry::Ladder;
 use self::classify::classify;
 use self::config::{DuckLakeConfig, OFFSETS_TABLE};
 use self::dead_letters::DeadLetterTable;
+use self::fence::Fence;
 use self::offsets::{coverage, Coverage, OffsetsTable};
 use self::table::LiveColumns;
 use super::{Durable, Flush, Receipt, Sink, SinkError};
@@ -47,6 +50,10 @@ pub struct DuckLakeSink {
     dead_letters: Option<DeadLetterTable>,
     offsets_ready: bool,
     flushes: u64,
+    fence: Fence,
+    /// Test hook (MILLPOND_FAILPOINT=pause_before_commit:<ms>): hold the
+    /// write transaction open before COMMIT, to race another writer.
+    pause_before_commit: Option<std::time::Duration>,
 }
 
 impl DuckLakeSink {
@@ -71,11 +78,11 @@ impl DuckLakeSink {
             ),
         }
         let offsets = OffsetsTable {
-            name: format!("lake.{}.{OFFSETS_TABLE}", cfg.schema),
+            name: cfg.sql_name(OFFSETS_TABLE),
             target: cfg.table.clone(),
         };
         let dead_letters = cfg.dead_letter_table.as_ref().map(|t| DeadLetterTable {
-            name: format!("lake.{}.{t}", cfg.schema),
+            name: cfg.sql_name(t),
         });
         let mut sink = DuckLakeSink {
             cfg,
@@ -86,10 +93,18 @@ impl DuckLakeSink {
             dead_letters,
             offsets_ready: false,
             flushes: 0,
+            fence: Fence::default(),
+            pause_before_commit: None,
         };
         sink.session()?;
         sink.ensure_offsets_table()?;
         Ok(sink)
+    }
+
+    /// Installs the `pause_before_commit` test hook.
+    pub fn with_pause_before_commit(mut self, pause: Option<std::time::Duration>) -> Self {
+        self.pause_before_commit = pause;
+        self
     }
 
     fn conn(&self) -> &Connection {
@@ -110,12 +125,7 @@ impl DuckLakeSink {
         let sql = self.offsets.create_sql();
         self.session()?;
         let conn = self.conn();
-        if self.cfg.schema != "main" {
-            let _ = conn.execute_batch(&format!(
-                "CREATE SCHEMA IF NOT EXISTS lake.{}",
-                self.cfg.schema
-            ));
-        }
+        table::ensure_schema(conn, &self.cfg);
         let mut tables = vec![(sql, self.offsets.name.clone())];
         if let Some(dl) = &self.dead_letters {
             tables.push((dl.create_sql(), dl.name.clone()));
@@ -131,8 +141,9 @@ impl DuckLakeSink {
         }
         // Keep offset rows in the catalog instead of one tiny file per flush.
         let _ = conn.execute_batch(&format!(
-            "CALL lake.set_option('data_inlining_row_limit', 1000, schema => '{}', table_name => '{OFFSETS_TABLE}')",
-            self.cfg.schema
+            "CALL lake.set_option('data_inlining_row_limit', 1000, schema => {}, table_name => {})",
+            sql::literal(&self.cfg.schema),
+            sql::literal(OFFSETS_TABLE)
         ));
         self.offsets_ready = true;
         Ok(())
@@ -197,13 +208,16 @@ impl DuckLakeSink {
         }
     }
 
-    fn count_projection(&self, proj: &columns::Projection) {
+    fn count_projection(&self, flush: &Flush, proj: &columns::Projection) {
         for name in &proj.unsafe_names {
             tracing::warn!(column = %name, "payload column dropped: not a safe identifier or a case-insensitive duplicate");
+        }
+        if !proj.unsafe_names.is_empty() {
+            // Records that lost at least one value, not names.
             self.metrics
                 .records_skipped
                 .with_label_values(&[skip_reason::UNSAFE_FIELD_NAME])
-                .inc();
+                .inc_by(columns::rows_with_any(&flush.batches, &proj.unsafe_names));
         }
         for name in &proj.reserved {
             tracing::error!(column = %name, "payload column refused: the name is reserved by the sink (_inserted_at, year, month, day, hour); rename it upstream");
@@ -218,15 +232,21 @@ impl DuckLakeSink {
         &mut self,
         flush: &Flush,
         rows: u64,
-        select: &str,
+        select: Option<&str>,
         dead_letters: bool,
     ) -> Result<Option<i64>, SinkError> {
-        let table = self.cfg.qualified_table();
+        let table = self.cfg.sql_table();
         let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
-        if rows > 0 {
-            sql.push(format!(
+        sql.extend(self.offsets.recheck_sql(&flush.ranges));
+        match select {
+            Some(select) if rows > 0 => sql.push(format!(
                 "INSERT INTO {table} BY NAME SELECT {select}, now() AS _inserted_at FROM {SCAN}"
-            ));
+            )),
+            // Rows without a payload column: only their _inserted_at.
+            None if rows > 0 => sql.push(format!(
+                "INSERT INTO {table} (_inserted_at) SELECT now() FROM range({rows})"
+            )),
+            _ => {}
         }
         if let (true, Some(dl)) = (dead_letters, &self.dead_letters) {
             sql.push(dl.insert_sql());
@@ -234,9 +254,17 @@ impl DuckLakeSink {
         if let Some(s) = self.offsets.insert_sql(&flush.id, &flush.ranges) {
             sql.push(s);
         }
-        sql.push("COMMIT".into());
+        sql.extend(self.fence.claim_sql(&self.cfg, &flush.id, &flush.ranges));
         let session = self.session.as_ref().expect("session open");
-        if let Err(e) = session.execute_raw(&sql.join(";\n")) {
+        let mut result = session.execute_raw(&sql.join(";\n"));
+        if result.is_ok() {
+            if let Some(pause) = self.pause_before_commit {
+                tracing::warn!(flush_id = %flush.id, ms = pause.as_millis() as u64, "failpoint pause_before_commit");
+                std::thread::sleep(pause);
+            }
+            result = session.execute_raw("COMMIT");
+        }
+        if let Err(e) = result {
             let _ = session.execute_raw("ROLLBACK");
             return Err(classify(connect::scrub(&self.cfg, &e)));
         }
@@ -278,8 +306,10 @@ fn insert_projection(
         .fields()
         .iter()
         .map(|f| match refused.iter().find(|(c, _, _)| c == f.name()) {
-            Some((c, live, _)) => format!("TRY_CAST(\"{c}\" AS {live}) AS \"{c}\""),
-            None => format!("\"{}\"", f.name()),
+            Some((c, live, _)) => {
+                format!("TRY_CAST({} AS {live}) AS {}", sql::ident(c), sql::ident(c))
+            }
+            None => sql::ident(f.name()),
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -318,13 +348,18 @@ impl Sink for DuckLakeSink {
             }
             Coverage::New => {}
         }
+        let fenced = {
+            let conn = &self.session.as_ref().expect("session open").conn;
+            self.fence.ensure(conn, &self.cfg, &flush.ranges)
+        };
+        fenced.map_err(|e| self.err(e))?;
 
         let proj = columns::project(&flush.schema);
-        self.count_projection(&proj);
+        self.count_projection(flush, &proj);
         let rows_in = flush.rows();
         let schema = proj.schema(&flush.schema);
         let mut refused = Vec::new();
-        if rows_in > 0 && !schema.fields().is_empty() {
+        if rows_in > 0 {
             let conn = &self.session.as_ref().expect("session open").conn;
             let evo = table::ensure(conn, &self.cfg, &mut self.live, &schema)?;
             self.metrics
@@ -346,15 +381,20 @@ impl Sink for DuckLakeSink {
             }
             refused = evo.refused;
         }
-        let (rows, stream) = if rows_in > 0 && !schema.fields().is_empty() {
+        // A record whose keys were all dropped, or `{}`, is still a row.
+        let (rows, stream) = if rows_in == 0 {
+            (0, None)
+        } else if schema.fields().is_empty() {
+            (rows_in as u64, None)
+        } else {
             let (rows, stream) = self.register_scan(flush, &proj)?;
             (rows, Some(stream))
-        } else {
-            (0, None)
         };
         let dl_stream = self.register_dead_letters(flush)?;
-        let select = insert_projection(&schema, &refused);
-        let committed = self.commit(flush, rows, &select, dl_stream.is_some());
+        let select = stream
+            .as_ref()
+            .map(|_| insert_projection(&schema, &refused));
+        let committed = self.commit(flush, rows, select.as_deref(), dl_stream.is_some());
         let session = self.session.as_ref().expect("session open");
         if stream.is_some() {
             let _ = session.execute_raw(&format!("DROP VIEW IF EXISTS {SCAN}"));
@@ -388,6 +428,7 @@ impl Sink for DuckLakeSink {
         // table; the next attempt reconnects and re-reads everything.
         self.live = None;
         self.offsets_ready = false;
+        self.fence.reset();
         self.session = None;
     }
 

@@ -7,7 +7,12 @@
 use duckdb::{params, Connection};
 use millpond_proto::OffsetRange;
 
-use super::connect::quote_literal;
+use super::sql::literal;
+
+/// The in-transaction re-check's error: another writer won the race; the
+/// retry finds the range recorded.
+pub const RECORDED_MEANWHILE: &str =
+    "millpond: offsets of this flush were recorded meanwhile by another writer";
 
 pub struct OffsetsTable {
     /// Fully qualified: lake.<schema>._millpond_offsets
@@ -36,12 +41,12 @@ impl OffsetsTable {
             .map(|r| {
                 format!(
                     "({}, {}, {}, {}, {}, {}, now())",
-                    quote_literal(&self.target),
-                    quote_literal(&r.topic),
+                    literal(&self.target),
+                    literal(&r.topic),
                     r.partition,
                     r.first,
                     r.last,
-                    quote_literal(flush_id)
+                    literal(flush_id)
                 )
             })
             .collect();
@@ -49,6 +54,33 @@ impl OffsetsTable {
             "INSERT INTO {} VALUES {}",
             self.name,
             values.join(", ")
+        ))
+    }
+
+    /// Inside the write transaction: fails the transaction when another
+    /// writer recorded any of these partitions up to or past the flush's
+    /// first offset since the check made before it began.
+    pub fn recheck_sql(&self, ranges: &[OffsetRange]) -> Option<String> {
+        if ranges.is_empty() {
+            return None;
+        }
+        let conds: Vec<String> = ranges
+            .iter()
+            .map(|r| {
+                format!(
+                    "(topic = {} AND kafka_partition = {} AND last_offset >= {})",
+                    literal(&r.topic),
+                    r.partition,
+                    r.first
+                )
+            })
+            .collect();
+        Some(format!(
+            "SELECT CASE WHEN EXISTS (SELECT 1 FROM {} WHERE target_table = {} AND ({})) \
+             THEN error('{RECORDED_MEANWHILE}') END",
+            self.name,
+            literal(&self.target),
+            conds.join(" OR ")
         ))
     }
 
@@ -78,7 +110,7 @@ impl OffsetsTable {
             "DELETE FROM {t} WHERE target_table = {target} AND (topic, kafka_partition, last_offset) NOT IN \
              (SELECT topic, kafka_partition, max(last_offset) FROM {t} WHERE target_table = {target} GROUP BY ALL)",
             t = self.name,
-            target = quote_literal(&self.target)
+            target = literal(&self.target)
         )
     }
 }

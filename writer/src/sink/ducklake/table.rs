@@ -7,6 +7,7 @@ use duckdb::{params, Connection};
 use super::classify::classify;
 use super::config::DuckLakeConfig;
 use super::connect::scrub;
+use super::sql::{ident, literal};
 use super::types::{duck_type, is_widening, normalize};
 use crate::sink::SinkError;
 
@@ -37,8 +38,15 @@ pub struct Evolution {
     pub refused: Vec<(String, String, String)>,
 }
 
-fn quoted(name: &str) -> String {
-    format!("\"{name}\"")
+/// Creates the lake schema when it is not `main` (another writer may be
+/// doing the same: a failure here shows up at the CREATE TABLE after it).
+pub fn ensure_schema(conn: &Connection, cfg: &DuckLakeConfig) {
+    if cfg.schema != "main" {
+        let _ = conn.execute_batch(&format!(
+            "CREATE SCHEMA IF NOT EXISTS lake.{}",
+            ident(&cfg.schema)
+        ));
+    }
 }
 
 fn exec(conn: &Connection, cfg: &DuckLakeConfig, sql: &str) -> Result<(), SinkError> {
@@ -59,19 +67,17 @@ pub fn ensure(
     schema: &Schema,
 ) -> Result<Evolution, SinkError> {
     let mut evo = Evolution::default();
-    let table = cfg.qualified_table();
+    let table = cfg.sql_table();
     let fresh = live.is_none();
     if fresh {
         *live = Some(read_columns(conn, cfg).map_err(|e| duck_err(cfg, e))?);
     }
     if live.as_ref().is_some_and(HashMap::is_empty) {
-        if cfg.schema != "main" {
-            let _ = conn.execute_batch(&format!("CREATE SCHEMA IF NOT EXISTS lake.{}", cfg.schema));
-        }
+        ensure_schema(conn, cfg);
         let mut cols: Vec<String> = schema
             .fields()
             .iter()
-            .map(|f| format!("{} {}", quoted(f.name()), duck_type(f.data_type())))
+            .map(|f| format!("{} {}", ident(f.name()), duck_type(f.data_type())))
             .collect();
         cols.push("_inserted_at TIMESTAMP WITH TIME ZONE".into());
         let create = format!("CREATE TABLE IF NOT EXISTS {table} ({})", cols.join(", "));
@@ -101,8 +107,8 @@ pub fn ensure(
                 conn,
                 cfg,
                 &format!(
-                    "CALL lake.set_option('parquet_row_group_size_bytes', '{b}', schema => '{}', table_name => '{}')",
-                    cfg.schema, cfg.table
+                    "CALL lake.set_option('parquet_row_group_size_bytes', {}, schema => {}, table_name => {})",
+                    literal(b), literal(&cfg.schema), literal(&cfg.table)
                 ),
             )?;
         }
@@ -115,34 +121,30 @@ pub fn ensure(
             tracing::info!(partition_by = %p, "table partitioning applied");
         }
     }
+    // Every change this batch needs, in one catalog commit: other writers'
+    // inserts conflict with DDL, so one commit per flush, not per column.
     let cols = live.as_mut().expect("loaded above");
+    let mut ddl = Vec::new();
+    let mut changed = Vec::new();
     for f in schema.fields() {
         let lower = f.name().to_ascii_lowercase();
         let batch_type = duck_type(f.data_type());
         match cols.get(&lower) {
             None => {
-                exec(
-                    conn,
-                    cfg,
-                    &format!(
-                        "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {} {batch_type}",
-                        quoted(f.name())
-                    ),
-                )?;
-                cols.insert(lower, batch_type);
+                ddl.push(format!(
+                    "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {} {batch_type}",
+                    ident(f.name())
+                ));
+                changed.push((lower, batch_type));
                 evo.added.push(f.name().clone());
             }
             Some(live_type) if *live_type == batch_type => {}
             Some(live_type) if is_widening(live_type, &batch_type) => {
-                exec(
-                    conn,
-                    cfg,
-                    &format!(
-                        "ALTER TABLE {table} ALTER COLUMN {} SET DATA TYPE {batch_type}",
-                        quoted(f.name())
-                    ),
-                )?;
-                cols.insert(lower, batch_type);
+                ddl.push(format!(
+                    "ALTER TABLE {table} ALTER COLUMN {} SET DATA TYPE {batch_type}",
+                    ident(f.name())
+                ));
+                changed.push((lower, batch_type));
                 evo.widened.push(f.name().clone());
             }
             Some(live_type) => {
@@ -150,6 +152,14 @@ pub fn ensure(
                     .push((f.name().clone(), live_type.clone(), batch_type));
             }
         }
+    }
+    if !ddl.is_empty() {
+        let sql = format!("BEGIN TRANSACTION;\n{};\nCOMMIT", ddl.join(";\n"));
+        if let Err(e) = exec(conn, cfg, &sql) {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e);
+        }
+        cols.extend(changed);
     }
     Ok(evo)
 }
