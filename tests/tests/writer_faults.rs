@@ -201,8 +201,12 @@ fn millpond_writer_error(status: &tonic::Status) -> millpond_proto::WriteError {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_owner_of_a_partition_is_fenced() {
     let lake = Lake::new(Backend::PostgresS3, "events");
-    let held = Writer::start_with(&lake, &[("MILLPOND_FAILPOINT", "pause_before_commit:3000")]);
-    let quick = Writer::start(&lake);
+    let fence = ("DUCKLAKE_PARTITION_FENCE", "true");
+    let held = Writer::start_with(
+        &lake,
+        &[fence, ("MILLPOND_FAILPOINT", "pause_before_commit:3000")],
+    );
+    let quick = Writer::start_with(&lake, &[fence]);
     let same = descriptor("same-range", vec![r(0, 0, 999)], 1000);
 
     // The same flush to both: one writes, the other finds it recorded.

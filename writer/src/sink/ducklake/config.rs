@@ -92,6 +92,9 @@ pub struct DuckLakeConfig {
     /// DUCKLAKE_DEAD_LETTER_TABLE (default `<table>_dead_letters`, `off`
     /// for none): where records that cannot be rows are kept.
     pub dead_letter_table: Option<String>,
+    /// DUCKLAKE_PARTITION_FENCE (default off): fence a second owner of a
+    /// partition (see fence.rs), at a cost per partition per flush.
+    pub partition_fence: bool,
 }
 
 /// Names the sink adds itself; payload columns with these names are refused.
@@ -149,6 +152,7 @@ impl DuckLakeConfig {
             }
         }
         let dead_letter_table = dead_letter_table(r, table.as_deref());
+        let partition_fence = r.bool_opt("DUCKLAKE_PARTITION_FENCE").unwrap_or(false);
         let home = r.env().get("HOME").unwrap_or("/root").to_owned();
         let extension_dir = PathBuf::from(r.string_or(
             "DUCKDB_EXTENSION_DIR",
@@ -217,6 +221,7 @@ impl DuckLakeConfig {
             extension_dir,
             row_group_bytes,
             dead_letter_table: dead_letter_table?,
+            partition_fence,
         })
     }
 

@@ -11,6 +11,10 @@
 //! second to commit fails ("Transaction conflict"), is retried, and then
 //! finds the range recorded. Writers of disjoint partitions touch disjoint
 //! fence tables and never abort each other.
+//!
+//! Opt-in (DUCKLAKE_PARTITION_FENCE): measured with scripts/bench-fence.sh
+//! (4 writers, Postgres catalog, 16 partitions per flush), each flush took
+//! ~1.0 s instead of ~0.18 s: two catalog statements per partition.
 use std::collections::HashSet;
 
 use duckdb::Connection;

@@ -254,7 +254,9 @@ impl DuckLakeSink {
         if let Some(s) = self.offsets.insert_sql(&flush.id, &flush.ranges) {
             sql.push(s);
         }
-        sql.extend(self.fence.claim_sql(&self.cfg, &flush.id, &flush.ranges));
+        if self.cfg.partition_fence {
+            sql.extend(self.fence.claim_sql(&self.cfg, &flush.id, &flush.ranges));
+        }
         let session = self.session.as_ref().expect("session open");
         let mut result = session.execute_raw(&sql.join(";\n"));
         if result.is_ok() {
@@ -348,11 +350,13 @@ impl Sink for DuckLakeSink {
             }
             Coverage::New => {}
         }
-        let fenced = {
-            let conn = &self.session.as_ref().expect("session open").conn;
-            self.fence.ensure(conn, &self.cfg, &flush.ranges)
-        };
-        fenced.map_err(|e| self.err(e))?;
+        if self.cfg.partition_fence {
+            let fenced = {
+                let conn = &self.session.as_ref().expect("session open").conn;
+                self.fence.ensure(conn, &self.cfg, &flush.ranges)
+            };
+            fenced.map_err(|e| self.err(e))?;
+        }
 
         let proj = columns::project(&flush.schema);
         self.count_projection(flush, &proj);
