@@ -142,6 +142,16 @@ impl Lake {
     /// would. The embedded SQLite catalog can be read while a writer runs;
     /// the DuckDB-file catalog only once the writer stopped.
     pub fn reader(&self) -> Connection {
+        self.session(true)
+    }
+
+    /// A read-write session, as a person changing the table by hand.
+    pub fn admin(&self) -> Connection {
+        self.session(false)
+    }
+
+    fn session(&self, read_only: bool) -> Connection {
+        let mode = if read_only { ", READ_ONLY" } else { "" };
         let cfg = Config::default()
             .with("extension_directory", extension_dir())
             .unwrap()
@@ -160,7 +170,7 @@ impl Lake {
                     EmbeddedFormat::DuckDb
                 };
                 format!(
-                    "ATTACH '{}' AS lake (DATA_PATH '{}/data/', READ_ONLY)",
+                    "ATTACH '{}' AS lake (DATA_PATH '{}/data/'{mode})",
                     format.attach_target(&dir.join(format.default_file())),
                     dir.display()
                 )
@@ -175,7 +185,7 @@ impl Lake {
                 ))
                 .unwrap();
                 format!(
-                    "ATTACH 'ducklake:postgres:host={} port={} dbname={} user={} password={} sslmode=disable' AS lake (DATA_PATH '{}', READ_ONLY)",
+                    "ATTACH 'ducklake:postgres:host={} port={} dbname={} user={} password={} sslmode=disable' AS lake (DATA_PATH '{}'{mode})",
                     required_env("MILLPOND_TEST_PG_HOST"),
                     required_env("MILLPOND_TEST_PG_PORT"),
                     self.pg_database.as_ref().unwrap(),

@@ -339,6 +339,50 @@ async fn new_columns_of_a_flush_are_one_catalog_commit(backend: Backend) {
     assert_eq!(lake.column_text("z"), vec![Some("true".into()), None]);
 }
 
+/// A person dropping or renaming a column while the writer runs (its
+/// cached schema goes stale) does not wedge the pipeline.
+async fn out_of_band_drop_and_rename_do_not_wedge(backend: Backend) {
+    let lake = Lake::new(backend, "events");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    put(
+        &mut c,
+        &descriptor("a", vec![r(0, 0, 9)], 10),
+        vec![rows(0, 10)],
+    )
+    .await
+    .unwrap();
+    lake.admin()
+        .execute_batch("ALTER TABLE lake.main.events DROP COLUMN name")
+        .unwrap();
+    let ack = put(
+        &mut c,
+        &descriptor("b", vec![r(0, 10, 19)], 10),
+        vec![rows(10, 10)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    lake.admin()
+        .execute_batch("ALTER TABLE lake.main.events RENAME COLUMN id TO ident")
+        .unwrap();
+    let ack = put(
+        &mut c,
+        &descriptor("c", vec![r(0, 20, 29)], 10),
+        vec![rows(20, 10)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    writer.stop();
+    assert_eq!(lake.count(), 30);
+    assert_eq!(
+        lake.query("SELECT count(name), count(id), count(ident) FROM lake.main.events"),
+        ["20|10|20"],
+        "name re-added for the later flushes; id re-added beside the renamed column"
+    );
+}
+
 macro_rules! every_backend {
     ($($name:ident),*) => {
         mod embedded {
@@ -365,3 +409,16 @@ every_backend!(
     zero_row_flush_only_advances_offsets,
     schema_evolves_across_flushes
 );
+
+/// Not on the DuckDB-file catalog: nobody else can open it while the writer runs.
+mod out_of_band {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn embedded() {
+        super::out_of_band_drop_and_rename_do_not_wedge(super::Backend::Embedded).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_s3() {
+        super::out_of_band_drop_and_rename_do_not_wedge(super::Backend::PostgresS3).await
+    }
+}

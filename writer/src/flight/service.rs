@@ -164,7 +164,8 @@ impl WriterService {
             }
             Err(failure) => {
                 let status = self.failure_status(&id, &failure);
-                self.health.write_failed(failure.error.message.clone());
+                self.health
+                    .write_failed(failure.error.message.clone(), !failure.error.is_retryable());
                 if failure.exhausted {
                     let reason =
                         format!("flush {id}: retries exhausted: {}", failure.error.message);
