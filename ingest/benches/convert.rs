@@ -10,17 +10,18 @@ use millpond_ingest::convert::convert;
 
 const EVENTS: usize = 10_000;
 
-/// Deterministic xorshift64* generator.
-struct Rng(u64);
+/// Deterministic random choices (proptest's seeded generator), so every
+/// run converts the same events.
+struct Rng(proptest::test_runner::TestRng);
 
 impl Rng {
+    fn new() -> Self {
+        Rng(proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ))
+    }
     fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        <proptest::test_runner::TestRng as proptest::prelude::Rng>::next_u64(&mut self.0)
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
@@ -153,7 +154,7 @@ fn event(rng: &mut Rng, i: usize) -> String {
 }
 
 fn bench_convert(c: &mut Criterion) {
-    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut rng = Rng::new();
     let events: Vec<String> = (0..EVENTS).map(|i| event(&mut rng, i)).collect();
     let payloads: Vec<&[u8]> = events.iter().map(|e| e.as_bytes()).collect();
     let bytes: usize = payloads.iter().map(|p| p.len()).sum();

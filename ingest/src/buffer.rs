@@ -342,3 +342,79 @@ mod tests {
         assert!(empty.descriptor.dead_letters.is_empty() && empty.descriptor.ranges.is_empty());
     }
 }
+
+#[cfg(test)]
+mod conservation {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Payloads of every kind a topic can carry: objects (including `{}`),
+    /// other JSON, broken JSON, arbitrary bytes, tombstones.
+    fn payload() -> impl Strategy<Value = Option<Vec<u8>>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(b"{}".to_vec())),
+            (any::<i64>(), "[a-z]{0,8}")
+                .prop_map(|(n, s)| Some(format!(r#"{{"n":{n},"s":"{s}"}}"#).into_bytes())),
+            prop_oneof![
+                Just("null"),
+                Just("[1,2]"),
+                Just("42"),
+                Just("\"x\""),
+                Just("{\"a\":")
+            ]
+            .prop_map(|s| Some(s.as_bytes().to_vec())),
+            proptest::collection::vec(any::<u8>(), 0..24).prop_map(Some),
+        ]
+    }
+
+    proptest! {
+        /// Every record is exactly one of: a row, a dead letter carrying its
+        /// own coordinates and bytes, a tombstone; and every offset is covered.
+        #[test]
+        fn every_record_is_accounted_for(
+            batches in proptest::collection::vec(
+                proptest::collection::vec((0..3i32, payload()), 0..40), 1..4)
+        ) {
+            let mut p = Pending::default();
+            let mut next = [0i64; 3];
+            let (mut records, mut rows, mut dead, mut tombstones) = (0, 0, 0, 0);
+            let mut sent = Vec::new();
+            for batch in &batches {
+                let recs: Vec<Record<'_>> = batch
+                    .iter()
+                    .map(|(part, payload)| {
+                        let offset = next[*part as usize];
+                        next[*part as usize] += 1;
+                        sent.push((*part, offset, payload.clone()));
+                        Record { partition: *part, offset, timestamp_ms: None, key: None, payload: payload.as_deref() }
+                    })
+                    .collect();
+                let added = p.add("t", &recs);
+                records += recs.len();
+                rows += added.rows;
+                dead += added.dead_letters.len();
+                tombstones += added.tombstones;
+            }
+            prop_assert_eq!(records, rows + dead + tombstones);
+            let cut = p.cut("t", FlushTrigger::Size, "f".into()).unwrap();
+            prop_assert_eq!(cut.descriptor.expected_rows as usize, rows);
+            prop_assert_eq!(cut.batches.iter().map(RecordBatch::num_rows).sum::<usize>(), rows);
+            prop_assert_eq!(cut.descriptor.dead_letters.len(), dead);
+            for l in &cut.descriptor.dead_letters {
+                let original = sent
+                    .iter()
+                    .find(|(part, off, _)| *part == l.partition && *off == l.offset)
+                    .and_then(|(_, _, p)| p.clone());
+                prop_assert_eq!(Some(l.original.clone()), original);
+            }
+            for (part, n) in next.iter().enumerate() {
+                let range = cut.descriptor.ranges.iter().find(|r| r.partition == part as i32);
+                match n {
+                    0 => prop_assert!(range.is_none()),
+                    n => prop_assert_eq!(range.map(|r| (r.first, r.last)), Some((0, n - 1))),
+                }
+            }
+        }
+    }
+}

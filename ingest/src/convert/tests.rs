@@ -409,20 +409,21 @@ fn unescape_matches_serde_json() {
 }
 
 // ---------------------------------------------------------------------------
-// Property tests (hand-rolled, deterministic).
+// Property tests. The JSON-ish generator below draws its choices from
+// proptest's seeded generator; random bytes are a plain proptest strategy.
 // ---------------------------------------------------------------------------
 
-/// xorshift64* generator.
-struct Rng(u64);
+/// Random choices for the structured generators (deterministic, seeded).
+struct Rng(proptest::test_runner::TestRng);
 
 impl Rng {
+    fn new() -> Self {
+        Rng(proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ))
+    }
     fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        <proptest::test_runner::TestRng as proptest::prelude::Rng>::next_u64(&mut self.0)
     }
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
@@ -691,7 +692,7 @@ fn check_against_oracle(b: &RecordBatch, rows: &[serde_json::Map<String, Value>]
 
 #[test]
 fn property_json_ish_payloads_match_serde_json() {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new();
     let mut accepted = 0;
     for _ in 0..400 {
         let payloads: Vec<Vec<u8>> = (0..1 + rng.below(24))
@@ -733,25 +734,24 @@ fn property_json_ish_payloads_match_serde_json() {
     assert!(accepted > 2000, "only {accepted} rows accepted");
 }
 
-#[test]
-fn property_random_bytes_never_panic() {
+fn json_alphabet_bytes() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
     const ALPHABET: &[u8] = b"{}[]\":,\\ -0123456789.eEtrufalsn\n\xff\xc3\xa9\x00";
-    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
-    for _ in 0..2000 {
-        let payloads: Vec<Vec<u8>> = (0..rng.below(16))
-            .map(|_| {
-                let len = rng.below(48);
-                (0..len)
-                    .map(|_| {
-                        if rng.chance(70) {
-                            ALPHABET[rng.below(ALPHABET.len())]
-                        } else {
-                            rng.next() as u8
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
+    proptest::collection::vec(
+        prop_oneof![
+            7 => proptest::sample::select(ALPHABET),
+            3 => any::<u8>(),
+        ],
+        0..48,
+    )
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(2000))]
+    #[test]
+    fn property_random_bytes_never_panic(
+        payloads in proptest::collection::vec(json_alphabet_bytes(), 0..16)
+    ) {
         let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
         let out = convert(&refs);
         assert_eq!(out.rows + out.skipped.len(), payloads.len());
