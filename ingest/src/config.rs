@@ -36,7 +36,7 @@ pub struct IngestConfig {
     /// exits; stays under the 480 s liveness budget.
     pub send_deadline: Duration,
     /// Test hook (MILLPOND_FAILPOINT): `kill_after_ack` makes the process
-    /// SIGKILL itself after the writer's ack and before the Kafka commit.
+    /// abort itself (like a SIGKILL) after the writer's ack and before the Kafka commit.
     pub failpoint: Option<String>,
 }
 
@@ -145,7 +145,7 @@ impl IngestConfig {
         let fetch_min_bytes = r.positive_u64("FETCH_MIN_BYTES", 1_048_576);
         let fetch_max_wait_ms = r.parse_or("FETCH_MAX_WAIT_MS", 500u64, |_| Ok(()));
         let stats_interval_ms = r.parse_or("STATS_INTERVAL_MS", 5000u64, |_| Ok(()));
-        let writer_addr = r.string_or("MILLPOND_WRITER_ADDR", "127.0.0.1:50051");
+        let writer_addr = r.string_or("MILLPOND_WRITER_ADDR", millpond_proto::DEFAULT_WRITER_ADDR);
         let port_ok = writer_addr
             .rsplit_once(':')
             .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());

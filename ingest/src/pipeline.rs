@@ -236,10 +236,8 @@ impl Pipeline {
             );
         }
         if self.cfg.failpoint.as_deref() == Some("kill_after_ack") {
-            tracing::warn!(flush_id = %desc.flush_id, "failpoint kill_after_ack: SIGKILL before the Kafka commit");
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &std::process::id().to_string()])
-                .status();
+            tracing::warn!(flush_id = %desc.flush_id, "failpoint kill_after_ack: crashing before the Kafka commit");
+            millpond_shared::process::crash_now("kill_after_ack");
         }
         commit_offsets(&self.consumer, &ranges, &self.metrics)?;
         self.lag.committed(&ranges, &mut self.next, &self.metrics);

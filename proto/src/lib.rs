@@ -16,6 +16,10 @@ pub use v1::*;
 /// window (measured: the Flight hop went from ~370 ms to ~90 ms per 100 MB).
 pub const FLOW_WINDOW_BYTES: u32 = 32 << 20;
 
+/// Where the writer listens and ingest sends, unless MILLPOND_WRITER_ADDR
+/// says otherwise (the two processes share the pod's localhost).
+pub const DEFAULT_WRITER_ADDR: &str = "127.0.0.1:50051";
+
 /// `do_action` type returning the offsets the lake recorded per partition.
 pub const ACTION_RECORDED_OFFSETS: &str = "recorded-offsets";
 

@@ -1,5 +1,5 @@
-//! The writer process over Arrow Flight, against the embedded lake and
-//! against Postgres catalog + moto S3: the same suite for both.
+//! The writer process over Arrow Flight: the same suite against the embedded
+//! lake (SQLite and DuckDB-file catalogs) and Postgres catalog + moto S3.
 use std::sync::Arc;
 
 use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};

@@ -6,7 +6,7 @@ use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
 use crate::flight::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::sink::ducklake::config::DuckLakeConfig;
 
-pub const DEFAULT_WRITER_ADDR: &str = "127.0.0.1:50051";
+pub use millpond_proto::DEFAULT_WRITER_ADDR;
 
 #[derive(Debug, Clone)]
 pub struct WriterConfig {
@@ -16,7 +16,7 @@ pub struct WriterConfig {
     pub max_message_bytes: usize,
     pub sink: DuckLakeConfig,
     /// Test hook (MILLPOND_FAILPOINT): `kill_after_commit` makes the process
-    /// SIGKILL itself after the lake commit and before the acknowledgement;
+    /// abort itself (like a SIGKILL) after the lake commit and before the acknowledgement;
     /// `pause_before_commit:<ms>` holds each write transaction open that long
     /// before COMMIT (to race another writer).
     pub failpoint: Option<String>,

@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use clap::{ArgGroup, Parser};
 use millpond_ingest::buffer::{Pending, Record};
 use millpond_ingest::flight::WriterClient;
 use millpond_proto::FlushTrigger;
@@ -18,8 +19,34 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone())
+/// Re-send one partition's records to a Millpond writer as one flush.
+#[derive(Parser)]
+#[command(name = "millpond-replay", group(ArgGroup::new("source").required(true).args(["kafka", "jsonl"])))]
+struct Args {
+    /// The writer's Flight address.
+    #[arg(long, default_value = millpond_proto::DEFAULT_WRITER_ADDR)]
+    writer: String,
+    /// Topic the flush's offset range is recorded under.
+    #[arg(long)]
+    topic: String,
+    /// Partition the flush's offset range is recorded under.
+    #[arg(long)]
+    partition: i32,
+    /// First offset (file mode: the offset of the first line).
+    #[arg(long)]
+    from: i64,
+    /// Last offset, inclusive (Kafka mode).
+    #[arg(long, requires = "kafka")]
+    to: Option<i64>,
+    /// Read offsets [from, to] from this Kafka bootstrap address.
+    #[arg(long, value_name = "BOOTSTRAP", requires = "to")]
+    kafka: Option<String>,
+    /// Read one payload per line from this file instead.
+    #[arg(long, value_name = "FILE")]
+    jsonl: Option<String>,
+    /// Flush id (default: replay-<uuid>); reuse one to test resends.
+    #[arg(long)]
+    flush_id: Option<String>,
 }
 
 fn read_kafka(
@@ -59,29 +86,17 @@ fn read_kafka(
 }
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let writer = arg(&args, "--writer").unwrap_or_else(|| "127.0.0.1:50051".into());
-    let topic = arg(&args, "--topic").context("--topic is required")?;
-    let partition: i32 = arg(&args, "--partition")
-        .context("--partition is required")?
-        .parse()?;
-    let from: i64 = arg(&args, "--from")
-        .context("--from is required")?
-        .parse()?;
-    let records = match (arg(&args, "--kafka"), arg(&args, "--jsonl")) {
-        (Some(bootstrap), None) => {
-            let to: i64 = arg(&args, "--to")
-                .context("--to is required with --kafka")?
-                .parse()?;
-            read_kafka(&bootstrap, &topic, partition, from, to)?
-        }
-        (None, Some(path)) => std::fs::read_to_string(&path)
+    let args = Args::parse();
+    let (topic, partition, from) = (args.topic, args.partition, args.from);
+    let records = match (&args.kafka, &args.jsonl, args.to) {
+        (Some(bootstrap), None, Some(to)) => read_kafka(bootstrap, &topic, partition, from, to)?,
+        (None, Some(path), _) => std::fs::read_to_string(path)
             .with_context(|| format!("read {path}"))?
             .lines()
             .enumerate()
             .map(|(i, l)| (from + i as i64, Some(l.as_bytes().to_vec())))
             .collect(),
-        _ => bail!("give exactly one of --kafka BOOTSTRAP or --jsonl FILE"),
+        _ => bail!("give exactly one of --kafka BOOTSTRAP (with --to) or --jsonl FILE"),
     };
     if records.is_empty() {
         bail!("nothing to replay");
@@ -98,13 +113,14 @@ fn main() -> anyhow::Result<()> {
         })
         .collect();
     let added = pending.add(&topic, &batch);
-    let flush_id =
-        arg(&args, "--flush-id").unwrap_or_else(|| format!("replay-{}", uuid::Uuid::new_v4()));
+    let flush_id = args
+        .flush_id
+        .unwrap_or_else(|| format!("replay-{}", uuid::Uuid::new_v4()));
     let cut = pending.cut(&topic, FlushTrigger::Unspecified, flush_id)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut client = WriterClient::new(writer);
+    let mut client = WriterClient::new(args.writer);
     let ack = rt.block_on(client.send(
         &cut.descriptor,
         cut.schema,

@@ -133,10 +133,8 @@ impl WriterService {
         match result {
             Ok((receipt, sink_name)) => {
                 if self.failpoint.as_deref() == Some("kill_after_commit") {
-                    tracing::warn!(flush_id = %id, "failpoint kill_after_commit: SIGKILL before the ack");
-                    let _ = std::process::Command::new("kill")
-                        .args(["-9", &std::process::id().to_string()])
-                        .status();
+                    tracing::warn!(flush_id = %id, "failpoint kill_after_commit: crashing before the ack");
+                    millpond_shared::process::crash_now("kill_after_commit");
                 }
                 self.health.write_succeeded();
                 self.metrics.records_written.inc_by(receipt.rows_written);

@@ -3,9 +3,9 @@
 //!
 //! A write stages the Arrow batches in the session's own database, then in
 //! one lake transaction inserts them by name (stamping `_inserted_at`),
-//! stores the flush's dead letters and records its offset ranges. A flush whose ranges the lake already
-//! holds is acknowledged without writing, which makes resends after a writer
-//! crash exactly-once.
+//! stores the flush's dead letters and records its offset ranges. A flush
+//! whose ranges the lake already holds is acknowledged without writing,
+//! which makes resends after a writer crash exactly-once.
 mod classify;
 mod columns;
 pub mod config;
