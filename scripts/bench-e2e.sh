@@ -4,12 +4,22 @@
 # records per CPU-second and peak RSS per process.
 #
 # BENCH_EVENTS (default 200000), BENCH_PARTITIONS (default 64; the mock
-# broker keeps ~5 MiB per partition), BENCH_FLUSH_SIZE (default 104857600).
+# broker keeps ~5 MiB per partition), BENCH_FLUSH_SIZE (default 104857600),
+# BENCH_JSONL (a file of payloads, one per line, instead of sample events),
+# BENCH_TIMEOUT_S (default 900: the run fails rather than wait forever),
+# BENCH_EXTRA_ENV (space-separated VAR=value pairs for ingest and writer).
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
 . scripts/env.sh
 events=${BENCH_EVENTS:-200000}
+jsonl=${BENCH_JSONL:-}
+timeout_s=${BENCH_TIMEOUT_S:-900}
+read -r -a extra_env <<<"${BENCH_EXTRA_ENV:-}"
+if [ -n "$jsonl" ]; then
+    [ -f "$jsonl" ] || millpond_die "BENCH_JSONL=$jsonl: no such file"
+    events=$(grep -c . "$jsonl")
+fi
 partitions=${BENCH_PARTITIONS:-64}
 flush_size=${BENCH_FLUSH_SIZE:-104857600}
 dir=$MILLPOND_STATE/bench
@@ -19,28 +29,37 @@ rm -rf "$dir" && mkdir -p "$dir"
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
 
-"$bin/millpond-mock-broker" --topic events --partitions "$partitions" --sample-events "$events" >"$dir/broker.out" 2>"$dir/broker.log" &
+if [ -n "$jsonl" ]; then
+    load=(--jsonl "$jsonl")
+else
+    load=(--sample-events "$events")
+fi
+"$bin/millpond-mock-broker" --topic events --partitions "$partitions" "${load[@]}" >"$dir/broker.out" 2>"$dir/broker.log" &
 pids+=($!)
 for _ in $(seq 1200); do grep -q BOOTSTRAP= "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done
 bootstrap=$(sed -n 's/^BOOTSTRAP=//p' "$dir/broker.out")
+[ -n "$bootstrap" ] || { cat "$dir/broker.log" >&2; millpond_die "mock broker did not start"; }
 
 export DUCKLAKE_TABLE=events MILLPOND_LAKE_DIR=$dir/lake MILLPOND_LOG_FORMAT=text LOG_LEVEL=info
 export MILLPOND_WRITER_ADDR=127.0.0.1:50151 MILLPOND_WRITER_HTTP_PORT=8101 MILLPOND_HTTP_PORT=8100
-"$bin/millpond-writer" >"$dir/writer.log" 2>&1 &
+env "${extra_env[@]}" "$bin/millpond-writer" >"$dir/writer.log" 2>&1 &
 writer=$!; pids+=("$writer")
 for _ in $(seq 300); do curl -sf http://127.0.0.1:8101/readyz >/dev/null && break; sleep 0.1; done
+curl -sf http://127.0.0.1:8101/readyz >/dev/null || { tail "$dir/writer.log" >&2; millpond_die "writer not ready"; }
 
 tick=$(getconf CLK_TCK)
 cpu() { awk -v t="$tick" '{printf "%.2f", ($14+$15)/t}' "/proc/$1/stat"; }
 # The writer's startup (DuckDB, extensions, catalog attach) is not per record.
 cw0=$(cpu "$writer")
 start=$(date +%s.%N)
-KAFKA_BOOTSTRAP_SERVERS=$bootstrap KAFKA_TOPIC=events REPLICA_COUNT=1 POD_NAME=millpond-0 \
-    FLUSH_SIZE=$flush_size FLUSH_INTERVAL_MS=5000 "$bin/millpond-ingest" >"$dir/ingest.log" 2>&1 &
+env "${extra_env[@]}" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" KAFKA_TOPIC=events REPLICA_COUNT=1 POD_NAME=millpond-0 \
+    FLUSH_SIZE="$flush_size" FLUSH_INTERVAL_MS=5000 "$bin/millpond-ingest" >"$dir/ingest.log" 2>&1 &
 ingest=$!; pids+=("$ingest")
 metric() { curl -sf "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 ~ "^"m"(\\{|$)" {s+=$2} END {printf "%d", s}'; }
+deadline=$((SECONDS + timeout_s))
 until [ "$(metric 8100 millpond_last_committed_offset)" -ge "$events" ]; do
     kill -0 "$ingest" || { tail "$dir/ingest.log"; exit 1; }
+    [ "$SECONDS" -lt "$deadline" ] || { tail "$dir/ingest.log" >&2; millpond_die "not all $events records committed within ${timeout_s}s"; }
     sleep 0.2
 done
 end=$(date +%s.%N)

@@ -2,17 +2,19 @@
 //! offset range of every partition consumed since the last flush. The one
 //! path from consumed records to a flush: the consume loop and the replay
 //! tool both call [`Pending::add`] and [`Pending::cut`].
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{new_null_array, ArrayRef};
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use arrow::error::ArrowError;
-use arrow::record_batch::RecordBatch;
-use millpond_proto::{DeadLetter, FlushDescriptor, FlushTrigger, OffsetRange};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use millpond_proto::coordinates::{self, Coordinate};
+use millpond_proto::{value_text, DeadLetter, FlushDescriptor, FlushTrigger, OffsetRange};
+use millpond_shared::metrics::dead_letter_reason;
 
-use crate::convert::convert;
+use crate::convert::convert_limited;
 
 /// One consumed Kafka record.
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +34,8 @@ pub struct Added {
     pub tombstones: usize,
     /// Dead-letter reason of each record that is not a row.
     pub dead_letters: Vec<&'static str>,
+    /// Values dead-lettered out of rows (keys in the reserved namespace).
+    pub dead_values: usize,
 }
 
 /// A flush cut from the buffer, ready to send.
@@ -43,6 +47,30 @@ pub struct Cut {
     pub bytes: usize,
 }
 
+fn at<'a>(r: &Record<'a>) -> Coordinate<'a> {
+    Coordinate {
+        partition: r.partition,
+        offset: r.offset,
+        timestamp_ms: r.timestamp_ms,
+        key: r.key,
+    }
+}
+
+/// Columns ingest appends to every batch (see `millpond_proto::coordinates`).
+const COORDINATE_COLUMNS: usize = 4;
+
+/// Bytes of a null array of `t` with `rows` rows, as `new_null_array`
+/// allocates it.
+fn null_bytes(t: &DataType, rows: usize) -> usize {
+    let bitmap = rows.div_ceil(8);
+    match t {
+        DataType::Utf8 | DataType::Binary => (rows + 1) * 4 + bitmap,
+        DataType::LargeUtf8 | DataType::LargeBinary => (rows + 1) * 8 + bitmap,
+        DataType::Boolean => 2 * bitmap,
+        t => t.primitive_width().unwrap_or(8) * rows + bitmap,
+    }
+}
+
 /// Bytes a dead letter holds besides its key and original bytes.
 const DEAD_LETTER_OVERHEAD: usize = 64;
 
@@ -51,13 +79,30 @@ pub struct Pending {
     batches: Vec<RecordBatch>,
     dead_letters: Vec<DeadLetter>,
     bytes: usize,
+    /// Bytes of the null columns `unify` will add at the cut: what is sent
+    /// is what counts against FLUSH_SIZE.
+    padding: usize,
     rows: usize,
+    /// Columns of the flush so far (payload and coordinates), first-seen.
+    columns: Vec<DataType>,
+    column_index: HashMap<String, usize>,
+    /// Most payload columns one flush may carry; `None`: no limit.
+    max_columns: Option<usize>,
     /// partition -> (first, last) offsets seen since the last flush,
     /// including skipped records and tombstones.
     ranges: BTreeMap<i32, (i64, i64)>,
 }
 
 impl Pending {
+    /// A buffer whose flushes carry at most `max_columns` payload columns;
+    /// values of further keys become dead letters (`too_many_columns`).
+    pub fn with_max_columns(max_columns: usize) -> Self {
+        Pending {
+            max_columns: Some(max_columns),
+            ..Pending::default()
+        }
+    }
+
     /// Converts consumed records of `topic`: objects become rows, payloads
     /// that are not a JSON object become dead letters carrying their
     /// coordinates and bytes, tombstones are only tracked. Every record's
@@ -72,19 +117,28 @@ impl Pending {
                 payloads.push(p);
             }
         }
-        let converted = convert(&payloads);
+        let converted = convert_limited(&payloads, self.max_columns.unwrap_or(usize::MAX));
         let mut added = Added {
             rows: converted.rows,
             tombstones: records.len() - payloads.len(),
             dead_letters: Vec::with_capacity(converted.skipped.len()),
+            dead_values: 0,
         };
+        let mut skipped = converted.skipped.iter().map(|s| s.index).peekable();
+        let mut row_sources = Vec::with_capacity(converted.rows);
+        for (i, r) in sources.iter().enumerate() {
+            if skipped.peek() == Some(&i) {
+                skipped.next();
+            } else {
+                row_sources.push(*r);
+            }
+        }
         for skip in &converted.skipped {
             let r = sources[skip.index];
             let reason = skip.reason.label();
             added.dead_letters.push(reason);
             let original = payloads[skip.index].to_vec();
-            self.bytes += DEAD_LETTER_OVERHEAD + original.len() + r.key.map_or(0, <[u8]>::len);
-            self.dead_letters.push(DeadLetter {
+            self.dead_letter(DeadLetter {
                 topic: topic.to_owned(),
                 partition: r.partition,
                 offset: r.offset,
@@ -96,8 +150,21 @@ impl Pending {
                 original,
             });
         }
+        for o in converted.overflow {
+            added.dead_values += 1;
+            self.dead_letter(DeadLetter::value(
+                topic,
+                Some(at(row_sources[o.row])),
+                dead_letter_reason::TOO_MANY_COLUMNS,
+                &o.column,
+                "",
+                o.text.into_bytes(),
+            ));
+        }
         if let Some(batch) = converted.batch {
-            self.push(batch, converted.arrow_bytes);
+            let batch = self.admit(topic, batch, &row_sources, &mut added);
+            let bytes = batch.get_array_memory_size();
+            self.push(batch, bytes);
         }
         added
     }
@@ -111,7 +178,7 @@ impl Pending {
     ) -> Result<Cut, ArrowError> {
         let ranges = self.ranges(topic);
         let rows = self.rows;
-        let bytes = self.bytes;
+        let bytes = self.bytes();
         let dead_letters = std::mem::take(&mut self.dead_letters);
         let (schema, batches) = self.take()?;
         Ok(Cut {
@@ -128,6 +195,91 @@ impl Pending {
         })
     }
 
+    fn dead_letter(&mut self, l: DeadLetter) {
+        self.bytes += DEAD_LETTER_OVERHEAD + l.original.len() + l.key.as_ref().map_or(0, Vec::len);
+        self.dead_letters.push(l);
+    }
+
+    /// Admits a converted batch into the flush: payload keys in the
+    /// reserved `_millpond_` namespace and keys beyond the flush's column
+    /// limit leave the batch as dead letters, then each row's Kafka
+    /// coordinates are appended (see [`millpond_proto::coordinates`]).
+    fn admit(
+        &mut self,
+        topic: &str,
+        batch: RecordBatch,
+        rows: &[&Record<'_>],
+        added: &mut Added,
+    ) -> RecordBatch {
+        let schema = batch.schema();
+        let payload_columns = self.column_index.len().saturating_sub(COORDINATE_COLUMNS);
+        let mut room = self
+            .max_columns
+            .map_or(usize::MAX, |m| m.saturating_sub(payload_columns));
+        let mut fields = Vec::with_capacity(schema.fields().len() + COORDINATE_COLUMNS);
+        let mut arrays = Vec::with_capacity(fields.capacity());
+        for (field, array) in schema.fields().iter().zip(batch.columns()) {
+            let refused = if coordinates::is_reserved(field.name()) {
+                Some(dead_letter_reason::RESERVED_FIELD_NAME)
+            } else if self.column_index.contains_key(field.name()) {
+                None
+            } else if room > 0 {
+                room -= 1;
+                None
+            } else {
+                Some(dead_letter_reason::TOO_MANY_COLUMNS)
+            };
+            let Some(reason) = refused else {
+                fields.push(field.as_ref().clone());
+                arrays.push(array.clone());
+                continue;
+            };
+            for (row, r) in rows.iter().enumerate() {
+                if array.is_valid(row) {
+                    added.dead_values += 1;
+                    self.dead_letter(DeadLetter::value(
+                        topic,
+                        Some(at(r)),
+                        reason,
+                        field.name(),
+                        "",
+                        value_text(array.as_ref(), row),
+                    ));
+                }
+            }
+        }
+        for (field, array) in coordinates::columns(rows.iter().map(|r| at(r))) {
+            fields.push(field);
+            arrays.push(array);
+        }
+        self.count_padding(&fields, batch.num_rows());
+        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)
+            .expect("coordinates have one entry per row")
+    }
+
+    /// Adds the null padding this batch will cost at the cut: its rows for
+    /// every flush column it lacks, and every earlier row for each column
+    /// it brings first. Linear in the number of columns.
+    fn count_padding(&mut self, fields: &[Field], rows: usize) {
+        let mut present = vec![false; self.columns.len()];
+        for f in fields {
+            match self.column_index.get(f.name()) {
+                Some(&i) => present[i] = true,
+                None => {
+                    self.padding += null_bytes(f.data_type(), self.rows);
+                    self.column_index
+                        .insert(f.name().clone(), self.columns.len());
+                    self.columns.push(f.data_type().clone());
+                    present.push(true);
+                }
+            }
+        }
+        for (t, _) in self.columns.iter().zip(&present).filter(|(_, p)| !**p) {
+            self.padding += null_bytes(t, rows);
+        }
+    }
+
     fn track(&mut self, partition: i32, offset: i64) {
         self.ranges
             .entry(partition)
@@ -141,8 +293,10 @@ impl Pending {
         self.batches.push(batch);
     }
 
+    /// What the flush will weigh when cut: converted batches, dead
+    /// letters, and the null padding that aligns the batches.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.bytes + self.padding
     }
 
     pub fn rows(&self) -> usize {
@@ -167,7 +321,10 @@ impl Pending {
         self.dead_letters.clear();
         self.ranges.clear();
         self.bytes = 0;
+        self.padding = 0;
         self.rows = 0;
+        self.columns.clear();
+        self.column_index.clear();
         unify(batches)
     }
 }
@@ -183,17 +340,39 @@ fn merge(a: &DataType, b: &DataType) -> DataType {
     }
 }
 
+/// False for an Int64 column holding a value beyond 2^53.
+fn ints_fit_f64(c: &ArrayRef) -> bool {
+    const EXACT: u64 = 1 << 53;
+    c.as_primitive_opt::<Int64Type>()
+        .is_none_or(|a| a.iter().flatten().all(|v| v.unsigned_abs() <= EXACT))
+}
+
 /// Aligns batches converted separately (each with its own inferred schema)
 /// to the union schema: columns in first-seen order, missing ones null,
 /// conflicting types merged as the converter merges them within a batch.
 pub fn unify(batches: Vec<RecordBatch>) -> Result<(SchemaRef, Vec<RecordBatch>), ArrowError> {
     let mut fields: Vec<(String, DataType)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
     for b in &batches {
         for f in b.schema().fields() {
-            match fields.iter_mut().find(|(n, _)| n == f.name()) {
-                Some((_, t)) => *t = merge(t, f.data_type()),
-                None => fields.push((f.name().clone(), f.data_type().clone())),
+            match index.get(f.name()) {
+                Some(&i) => fields[i].1 = merge(&fields[i].1, f.data_type()),
+                None => {
+                    index.insert(f.name().clone(), fields.len());
+                    fields.push((f.name().clone(), f.data_type().clone()));
+                }
             }
+        }
+    }
+    // An integer f64 cannot hold makes the merged column text, as the
+    // converter does within a batch: no value is rounded.
+    for (name, t) in &mut fields {
+        if *t == DataType::Float64
+            && batches
+                .iter()
+                .any(|b| b.column_by_name(name).is_some_and(|c| !ints_fit_f64(c)))
+        {
+            *t = DataType::Utf8;
         }
     }
     let schema: SchemaRef = Arc::new(Schema::new(
@@ -256,6 +435,23 @@ mod tests {
     }
 
     #[test]
+    fn unify_never_rounds_an_integer_into_a_float_column() {
+        let big = (1i64 << 53) + 1;
+        let b1 = b(vec![(
+            "a",
+            Arc::new(Int64Array::from(vec![big])) as ArrayRef,
+        )]);
+        let b2 = b(vec![(
+            "a",
+            Arc::new(Float64Array::from(vec![1.5])) as ArrayRef,
+        )]);
+        let (schema, out) = unify(vec![b1, b2]).unwrap();
+        assert_eq!(schema.field(0).data_type(), &DataType::Utf8);
+        let text = |i: usize| out[i].column(0).as_string::<i32>().value(0).to_owned();
+        assert_eq!((text(0), text(1)), (big.to_string(), "1.5".to_owned()));
+    }
+
+    #[test]
     fn ranges_cover_every_tracked_offset() {
         let mut p = Pending::default();
         for (part, off) in [(1, 10), (0, 5), (1, 11), (0, 6), (1, 12)] {
@@ -280,6 +476,156 @@ mod tests {
             key: Some(b"k"),
             payload,
         }
+    }
+
+    #[test]
+    fn a_flush_never_carries_more_columns_than_its_limit() {
+        let mut p = Pending::with_max_columns(3);
+        let added = p.add(
+            "t",
+            &[rec(0, 1, Some(br#"{"a":1,"b":2,"c":3,"d":4,"e":"x"}"#))],
+        );
+        assert_eq!((added.rows, added.dead_values), (1, 2));
+        let added = p.add("t", &[rec(0, 2, Some(br#"{"a":5,"f":6}"#))]);
+        assert_eq!((added.rows, added.dead_values), (1, 1));
+        let cut = p.cut("t", FlushTrigger::Size, "f".into()).unwrap();
+        let payload: Vec<_> = cut
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .filter(|n| !coordinates::is_reserved(n))
+            .collect();
+        assert_eq!(payload, ["a", "b", "c"]);
+        let letters: Vec<_> = cut
+            .descriptor
+            .dead_letters
+            .iter()
+            .map(|l| {
+                (
+                    l.offset,
+                    l.column.as_str(),
+                    l.reason.as_str(),
+                    l.original.as_slice(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            letters,
+            [
+                (1, "d", "too_many_columns", &b"4"[..]),
+                (1, "e", "too_many_columns", &b"x"[..]),
+                (2, "f", "too_many_columns", &b"6"[..]),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_size_counted_is_the_size_sent_padding_included() {
+        // 20 event types with disjoint keys: each batch is padded with the
+        // 190 columns of the others at the cut.
+        let mut p = Pending::default();
+        let payloads: Vec<Vec<String>> = (0..20)
+            .map(|t| {
+                (0..100)
+                    .map(|i| {
+                        let keys: Vec<String> =
+                            (0..10).map(|k| format!(r#""t{t}_k{k}":{i}"#)).collect();
+                        format!("{{{}}}", keys.join(","))
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut offset = 0;
+        let mut unpadded = 0;
+        for batch in &payloads {
+            let recs: Vec<Record<'_>> = batch
+                .iter()
+                .map(|s| {
+                    offset += 1;
+                    Record {
+                        partition: 0,
+                        offset,
+                        timestamp_ms: None,
+                        key: None,
+                        payload: Some(s.as_bytes()),
+                    }
+                })
+                .collect();
+            p.add("t", &recs);
+            unpadded = p.bytes;
+        }
+        let counted = p.bytes();
+        let cut = p.cut("t", FlushTrigger::Size, "f".into()).unwrap();
+        let sent: usize = cut
+            .batches
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum();
+        assert_eq!(cut.schema.fields().len(), 200 + COORDINATE_COLUMNS);
+        assert!(
+            counted > 5 * unpadded,
+            "padding dominates: {counted} vs {unpadded}"
+        );
+        assert!(
+            counted <= sent && sent <= counted + counted / 5,
+            "counted {counted}, sent {sent}"
+        );
+    }
+
+    #[test]
+    fn rows_carry_their_coordinates_and_reserved_keys_become_dead_letters() {
+        use millpond_proto::coordinates::Coordinates;
+        let mut p = Pending::default();
+        let added = p.add(
+            "t",
+            &[
+                rec(0, 7, Some(br#"{"a":1,"_millpond_offset":"x"}"#)),
+                rec(0, 8, Some(b"[1]")),
+                rec(2, 3, Some(br#"{"a":2}"#)),
+            ],
+        );
+        assert_eq!((added.rows, added.dead_values), (2, 1));
+        let cut = p.cut("t", FlushTrigger::Size, "f".into()).unwrap();
+        let batch = &cut.batches[0];
+        let c = Coordinates::read(batch)
+            .unwrap()
+            .expect("coordinates attached");
+        assert_eq!((c.get(0).partition, c.get(0).offset), (0, 7));
+        assert_eq!((c.get(1).partition, c.get(1).offset), (2, 3));
+        assert_eq!(c.get(1).key, Some(&b"k"[..]));
+        assert_eq!(c.get(1).timestamp_ms, Some(1_700_000_000_003));
+        let names: Vec<_> = batch
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "a",
+                "_millpond_partition",
+                "_millpond_offset",
+                "_millpond_timestamp",
+                "_millpond_key"
+            ]
+        );
+        let value = cut
+            .descriptor
+            .dead_letters
+            .iter()
+            .find(|l| !l.column.is_empty())
+            .unwrap();
+        assert_eq!(
+            (
+                value.reason.as_str(),
+                value.column.as_str(),
+                value.offset,
+                value.original.as_slice()
+            ),
+            ("reserved_field_name", "_millpond_offset", 7, &b"x"[..])
+        );
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct IngestConfig {
     pub destination: String,
     pub table: String,
     pub flush_size: u64,
+    /// Most payload columns one flush carries (MILLPOND_MAX_COLUMNS);
+    /// values of further keys become dead letters.
+    pub max_columns: usize,
     pub flush_interval: Duration,
     pub group_id: String,
     pub auto_offset_reset: OffsetReset,
@@ -42,6 +45,10 @@ pub struct IngestConfig {
 
 /// Liveness: unhealthy when the last poll is older than this.
 pub const LIVENESS: Duration = Duration::from_secs(480);
+
+/// Default of MILLPOND_MAX_COLUMNS: most payload columns one flush (and one
+/// table) grows to; values of further keys become dead letters.
+pub const DEFAULT_MAX_COLUMNS: usize = 1000;
 
 /// `millpond-3` -> 3; None without a trailing number.
 pub fn ordinal_from(name: &str) -> Option<i32> {
@@ -105,6 +112,8 @@ impl IngestConfig {
             }
         };
         let flush_size = r.positive_u64("FLUSH_SIZE", 104_857_600);
+        let max_columns =
+            r.positive_u64("MILLPOND_MAX_COLUMNS", DEFAULT_MAX_COLUMNS as u64) as usize;
         let flush_interval = Duration::from_millis(r.positive_u64("FLUSH_INTERVAL_MS", 60_000));
         let default_group = if destination == "ducklake" {
             format!("millpond-{topic}-{table}")
@@ -177,6 +186,7 @@ impl IngestConfig {
             destination,
             table,
             flush_size,
+            max_columns,
             flush_interval,
             group_id,
             auto_offset_reset,

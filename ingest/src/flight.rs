@@ -10,7 +10,8 @@ use arrow_flight::{Action, FlightClient, FlightDescriptor};
 use futures::TryStreamExt;
 use millpond_proto::{
     AckOutcome, ErrorKind, FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets,
-    RecordedOffsetsRequest, WriteError, ACTION_RECORDED_OFFSETS, FLOW_WINDOW_BYTES,
+    RecordedOffsetsRequest, WriteError, ACTION_INGEST_STARTED, ACTION_RECORDED_OFFSETS,
+    FLOW_WINDOW_BYTES,
 };
 use millpond_shared::retry::Ladder;
 use prost::Message;
@@ -28,6 +29,9 @@ pub enum SendError {
 pub struct WriterClient {
     addr: String,
     channel: Option<tonic::transport::Channel>,
+    /// This ingest instance, announced on every new connection so a writer
+    /// that restarted meanwhile still waits for this instance's final flush.
+    instance: Option<String>,
 }
 
 /// Resend ladder: 1 s doubling to 30 s, jittered upward.
@@ -48,7 +52,14 @@ impl WriterClient {
         WriterClient {
             addr: addr.into(),
             channel: None,
+            instance: None,
         }
+    }
+
+    /// Announces `instance` (ACTION_INGEST_STARTED) on every new connection.
+    pub fn announcing(mut self, instance: impl Into<String>) -> Self {
+        self.instance = Some(instance.into());
+        self
     }
 
     async fn connect(&mut self) -> Result<FlightClient, String> {
@@ -62,6 +73,16 @@ impl WriterClient {
                 .connect()
                 .await
                 .map_err(|e| format!("connect {}: {e}", self.addr))?;
+            if let Some(id) = &self.instance {
+                let action = Action::new(ACTION_INGEST_STARTED, id.as_bytes().to_vec());
+                let mut c = FlightClient::new(channel.clone());
+                c.do_action(action)
+                    .await
+                    .map_err(|e| format!("announcing ingest {id}: {e}"))?
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .map_err(|e| format!("announcing ingest {id}: {e}"))?;
+            }
             self.channel = Some(channel);
         }
         Ok(FlightClient::new(
@@ -110,6 +131,30 @@ impl WriterClient {
                 }
             }
         }
+    }
+
+    /// Says `action` (`ACTION_INGEST_STOPPED`) for an ingest instance,
+    /// retrying until `deadline`.
+    pub async fn announce(
+        &mut self,
+        action: &'static str,
+        instance: &str,
+        deadline: Duration,
+    ) -> Result<(), SendError> {
+        let body = instance.as_bytes().to_vec();
+        self.retrying(deadline, action, |mut c| {
+            let body = body.clone();
+            async move {
+                match c.do_action(Action::new(action, body)).await {
+                    Ok(s) => match s.try_collect::<Vec<_>>().await {
+                        Ok(_) => Attempt::Done(()),
+                        Err(e) => Attempt::Retry(e.to_string()),
+                    },
+                    Err(e) => Attempt::Retry(e.to_string()),
+                }
+            }
+        })
+        .await
     }
 
     /// Offsets the lake recorded per partition; waits for the writer.

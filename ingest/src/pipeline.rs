@@ -61,6 +61,7 @@ impl Pipeline {
         stop: Arc<AtomicBool>,
         next: HashMap<i32, i64>,
     ) -> Self {
+        let max_columns = cfg.max_columns;
         Pipeline {
             cfg,
             consumer,
@@ -70,7 +71,7 @@ impl Pipeline {
             health,
             stop,
             next,
-            pending: Pending::default(),
+            pending: Pending::with_max_columns(max_columns),
             window: Instant::now(),
             fatal: None,
             lag: LagSampler::default(),

@@ -15,6 +15,10 @@ use crate::flight::WriterClient;
 use crate::health::IngestHealth;
 use crate::kafka::{assign, build_consumer, my_partitions, resume_points};
 use crate::pipeline::Pipeline;
+use millpond_proto::ACTION_INGEST_STOPPED;
+
+/// How long a stopping ingest tries to tell the writer it is done.
+const STOPPED_DEADLINE: Duration = Duration::from_secs(5);
 
 pub fn main() -> ExitCode {
     millpond_shared::process::main(
@@ -40,7 +44,10 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
         flag.store(true, Ordering::SeqCst);
     });
 
-    let mut writer = WriterClient::new(cfg.writer_addr.clone());
+    // Every connection announces this instance, so the writer waits for its
+    // final flush when the pod stops (even a writer that restarted since).
+    let instance = uuid::Uuid::new_v4().to_string();
+    let mut writer = WriterClient::new(cfg.writer_addr.clone()).announcing(instance.clone());
     let lake = writer
         .recorded_offsets(&cfg.topic, cfg.send_deadline)
         .await?;
@@ -49,7 +56,7 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     let handle = tokio::runtime::Handle::current();
     let task_cfg = cfg.clone();
     let task_metrics = metrics.clone();
-    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+    let result = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         let cfg = task_cfg;
         let consumer = build_consumer(&cfg, crate::kafka::StatsContext { metrics: task_metrics.clone() })?;
         let md = consumer.fetch_metadata(Some(&cfg.topic), Duration::from_secs(30))?;
@@ -70,7 +77,17 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
         tracing::info!(partitions = ?mine, of = count, ordinal = cfg.ordinal, http = %http, "consuming");
         Pipeline::new(cfg, consumer, task_metrics, writer, handle, health, stop, next).run()
     })
-    .await??;
+    .await?;
+    // Final flush acknowledged (or given up on): release the writer either
+    // way; an error exit restarts the container, which announces itself anew.
+    let mut writer = WriterClient::new(cfg.writer_addr.clone());
+    if let Err(e) = writer
+        .announce(ACTION_INGEST_STOPPED, &instance, STOPPED_DEADLINE)
+        .await
+    {
+        tracing::warn!(error = %e, "could not tell the writer this ingest stopped; it waits out its grace period");
+    }
+    result?;
     tracing::info!("ingest stopped cleanly");
     Ok(())
 }

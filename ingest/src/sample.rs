@@ -73,14 +73,38 @@ pub fn event(i: u64) -> String {
 /// Produces events `start..start + count` to `topic`, keyed by distinct_id
 /// (so partitions follow the producer's hashing).
 pub fn produce(bootstrap: &str, topic: &str, start: u64, count: u64) -> anyhow::Result<()> {
+    produce_all(
+        bootstrap,
+        topic,
+        (start..start + count).map(|i| (format!("user-{}", i % 9000), event(i).into_bytes())),
+    )
+}
+
+/// Produces each line of `lines` as one message keyed `line-<n>`.
+pub fn produce_lines(bootstrap: &str, topic: &str, lines: &[u8]) -> anyhow::Result<()> {
+    produce_all(
+        bootstrap,
+        topic,
+        lines
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .enumerate()
+            .map(|(i, l)| (format!("line-{i}"), l.to_vec())),
+    )
+}
+
+fn produce_all(
+    bootstrap: &str,
+    topic: &str,
+    messages: impl Iterator<Item = (String, Vec<u8>)>,
+) -> anyhow::Result<()> {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("linger.ms", "20")
         .set("compression.type", "lz4")
+        .set("message.max.bytes", "16000000")
         .create()?;
-    for i in start..start + count {
-        let payload = event(i);
-        let key = format!("user-{}", i % 9000);
+    for (key, payload) in messages {
         let mut record = BaseRecord::to(topic).key(&key).payload(&payload);
         loop {
             match producer.send(record) {

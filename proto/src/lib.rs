@@ -11,6 +11,11 @@ pub mod v1 {
 
 pub use v1::*;
 
+pub mod coordinates;
+mod dead_letter;
+
+pub use dead_letter::value_text;
+
 /// HTTP/2 flow-control window for flush streams, on both ends: a flush is
 /// tens of MB on one stream, and the 64 KiB default costs a round trip per
 /// window (measured: the Flight hop went from ~370 ms to ~90 ms per 100 MB).
@@ -22,6 +27,15 @@ pub const DEFAULT_WRITER_ADDR: &str = "127.0.0.1:50051";
 
 /// `do_action` type returning the offsets the lake recorded per partition.
 pub const ACTION_RECORDED_OFFSETS: &str = "recorded-offsets";
+
+/// do_action "ingest-started", body: the ingest instance's id (UTF-8). The
+/// pod's ingest announces itself, so a stopping writer knows to wait for it.
+pub const ACTION_INGEST_STARTED: &str = "ingest-started";
+
+/// do_action "ingest-stopped", body: the same id. Sent once the instance's
+/// final flush is acknowledged (or it exits on an error): the writer may
+/// stop as soon as no DoPut is running.
+pub const ACTION_INGEST_STOPPED: &str = "ingest-stopped";
 
 impl OffsetRange {
     pub fn new(topic: impl Into<String>, partition: i32, first: i64, last: i64) -> Self {

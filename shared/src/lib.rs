@@ -2,6 +2,7 @@
 //! the environment, the Prometheus registry and metric names, the HTTP
 //! endpoints for probes and scraping, logging setup and the retry ladder.
 pub mod config;
+pub mod decimal;
 pub mod http;
 pub mod logging;
 pub mod metrics;

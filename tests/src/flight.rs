@@ -6,6 +6,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::{FlightClient, FlightDescriptor};
 use futures::{StreamExt, TryStreamExt};
+use millpond_proto::coordinates::{self, Coordinate};
 use millpond_proto::{
     FlushAck, FlushDescriptor, FlushTrigger, OffsetRange, RecordedOffsets, RecordedOffsetsRequest,
 };
@@ -35,6 +36,34 @@ pub fn rows(start: i64, n: usize) -> RecordBatch {
         ],
     )
     .unwrap()
+}
+
+/// `batch` plus the Kafka coordinates of its rows: partition `partition`,
+/// offsets from `first`, timestamp 1000 x offset ms, key `k<offset>`.
+pub fn with_coordinates(batch: RecordBatch, partition: i32, first: i64) -> RecordBatch {
+    let offsets: Vec<i64> = (first..first + batch.num_rows() as i64).collect();
+    let keys: Vec<Vec<u8>> = offsets
+        .iter()
+        .map(|o| format!("k{o}").into_bytes())
+        .collect();
+    let coords = offsets.iter().zip(&keys).map(|(&offset, key)| Coordinate {
+        partition,
+        offset,
+        timestamp_ms: Some(offset * 1000),
+        key: Some(key.as_slice()),
+    });
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let mut arrays = batch.columns().to_vec();
+    for (f, a) in coordinates::columns(coords) {
+        fields.push(f);
+        arrays.push(a);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).unwrap()
 }
 
 pub fn descriptor(id: &str, ranges: Vec<OffsetRange>, rows: usize) -> FlushDescriptor {

@@ -44,6 +44,18 @@ impl Ingest {
         Ingest { proc, http_port }
     }
 
+    /// SIGTERM and wait for a clean exit (final flush sent and acknowledged,
+    /// the writer told this ingest stopped).
+    pub fn stop(mut self) {
+        self.proc.signal("TERM");
+        let status = self.proc.wait_exit(Duration::from_secs(60));
+        assert!(
+            status.success(),
+            "ingest exited with {status}: {}",
+            self.proc.logs()
+        );
+    }
+
     pub fn metrics(&self) -> String {
         crate::scrape::metrics(self.http_port)
     }

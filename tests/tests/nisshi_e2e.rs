@@ -68,7 +68,8 @@ fn kill9_of_every_process_mid_stream_still_lands_each_event_once() {
     eventually(Duration::from_secs(180), "everything committed", || {
         committed_total(&broker.bootstrap) == n as i64
     });
-    drop((i0, i1));
+    i0.stop();
+    i1.stop();
     w0.stop();
     w1.stop();
     assert_eq!(lake.count(), n as i64);

@@ -79,7 +79,8 @@ fn n_events_4_partitions_2_replicas_land_exactly_once_across_restarts() {
         assert!(i.metric("millpond_records_consumed_total", &[]) >= (third / 2) as f64);
         assert!(i.metric("millpond_batches_flushed_total", &[("trigger", "time")]) > 0.0);
     }
-    drop((i0, i1));
+    i0.stop();
+    i1.stop();
     w0.stop();
     w1.stop();
     assert_eq!(distinct_seq(&lake), (n as i64, n as i64));
@@ -115,7 +116,7 @@ fn kill9_of_writer_mid_flush_loses_and_duplicates_nothing() {
     eventually(Duration::from_secs(60), "second batch committed", || {
         total_committed(&bs, 2) == 1500
     });
-    drop(ingest);
+    ingest.stop();
     assert!(w2.metric("millpond_flushes_already_recorded_total", &[]) >= 1.0);
     w2.stop();
     assert_eq!(distinct_seq(&lake), (1500, 1500));
@@ -141,7 +142,7 @@ fn kill9_of_ingest_after_lake_commit_before_kafka_commit_resumes_from_the_lake()
     eventually(Duration::from_secs(60), "all committed", || {
         total_committed(&bs, 2) == 800
     });
-    drop(ingest);
+    ingest.stop();
     w.stop();
     assert_eq!(distinct_seq(&lake), (800, 800));
 }
@@ -179,7 +180,7 @@ fn offset_commit_failures_never_lose_data_and_crash_the_process() {
     eventually(Duration::from_secs(60), "committed", || {
         total_committed(&bs, 1) == 300
     });
-    drop(ingest);
+    ingest.stop();
     w.stop();
     assert_eq!(distinct_seq(&lake), (300, 300));
 }
@@ -236,7 +237,7 @@ fn stale_committed_offsets_below_log_start_are_recovered() {
         ingest.metric("millpond_records_consumed_total", &[]),
         (high - low) as f64
     );
-    drop(ingest);
+    ingest.stop();
     w.stop();
     assert_eq!(lake.count(), high - low);
 }
@@ -299,7 +300,7 @@ fn poison_input_is_counted_and_never_stops_the_pipeline() {
     let tombstones = ingest.metric("millpond_tombstones_total", &[]);
     assert_eq!((written, dead, tombstones), (3.0, 7.0, 1.0));
     assert_eq!(consumed, written + dead + tombstones);
-    drop(ingest);
+    ingest.stop();
     w.stop();
     assert_eq!(lake.count(), 3);
     assert_eq!(
@@ -407,7 +408,7 @@ fn consumer_lag_falls_to_zero_once_everything_is_committed() {
                 == Some(0.0)
         })
     });
-    drop(ingest);
+    ingest.stop();
     w.stop();
     assert_eq!(distinct_seq(&lake), (600, 600));
 }

@@ -263,3 +263,61 @@ async fn a_second_owner_of_a_partition_is_fenced() {
         vec![Some("1600".into())]
     );
 }
+
+/// Another writer added `v BIGINT` while this one knew no `v`: its own
+/// `ADD COLUMN IF NOT EXISTS v VARCHAR` is a no-op, and the text it then
+/// carries must not wedge the partition. The row lands, the value that is
+/// not a BIGINT is a dead letter, the writer stays healthy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_another_writer_typed_first_does_not_wedge_the_partition() {
+    use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use millpond_tests::flight::with_coordinates;
+    use std::sync::Arc;
+    let lake = Lake::new(Backend::PostgresS3, "events");
+    let a = Writer::start(&lake);
+    let b = Writer::start(&lake);
+    let (mut ca, mut cb) = (client(&a.addr).await, client(&b.addr).await);
+    let id = |v: i64| Arc::new(Int64Array::from(vec![v])) as ArrayRef;
+    let one = |cols: Vec<(&str, ArrayRef)>, p: i32, o: i64| {
+        with_coordinates(RecordBatch::try_from_iter(cols).unwrap(), p, o)
+    };
+    // A learns the table without v.
+    put(
+        &mut ca,
+        &descriptor("a1", vec![r(0, 0, 0)], 1),
+        vec![one(vec![("id", id(1))], 0, 0)],
+    )
+    .await
+    .unwrap();
+    // B adds v BIGINT.
+    let b1 = one(vec![("id", id(2)), ("v", id(5))], 1, 0);
+    put(&mut cb, &descriptor("b1", vec![r(1, 0, 0)], 1), vec![b1])
+        .await
+        .unwrap();
+    // A's stale view: v is new to it, and its batch says text.
+    let text = Arc::new(StringArray::from(vec!["abc"])) as ArrayRef;
+    let a2 = one(vec![("id", id(3)), ("v", text)], 0, 1);
+    let ack = put(&mut ca, &descriptor("a2", vec![r(0, 1, 1)], 1), vec![a2])
+        .await
+        .expect("not refused");
+    assert_eq!((ack.rows_written, ack.dead_letters_written), (1, 1));
+    assert_eq!(
+        millpond_tests::scrape::get(&format!("http://127.0.0.1:{}/healthz", a.http_port))
+            .ok()
+            .map(|r| r.0),
+        Some(200)
+    );
+    a.stop();
+    b.stop();
+    assert_eq!(
+        lake.query("SELECT id, v FROM lake.main.events ORDER BY id"),
+        ["1|NULL", "2|5", "3|NULL"]
+    );
+    assert_eq!(
+        lake.query(
+            "SELECT kafka_partition, kafka_offset, reason, column_name, live_type, original::VARCHAR \
+             FROM lake.main.events_dead_letters"
+        ),
+        ["0|1|type_mismatch|v|BIGINT|abc"]
+    );
+}

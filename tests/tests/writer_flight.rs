@@ -2,10 +2,10 @@
 //! lake (SQLite and DuckDB-file catalogs) and Postgres catalog + moto S3.
 use std::sync::Arc;
 
-use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use millpond_proto::{AckOutcome, OffsetRange};
-use millpond_tests::flight::{client, descriptor, put, recorded, rows};
+use millpond_tests::flight::{client, descriptor, put, recorded, rows, with_coordinates};
 use millpond_tests::lake::{Backend, Lake};
 use millpond_tests::writer::Writer;
 
@@ -189,10 +189,11 @@ async fn schema_evolves_across_flushes(backend: Backend) {
         writer.metric("millpond_schema_columns_widened_total", &[]),
         1.0
     );
-    // narrowing refused + reserved name refused
+    // the reserved name, and "abc" into BIGINT; the narrower Int32 converts
+    // exactly and is silent
     assert_eq!(
         writer.metric("millpond_errors_total", &[("type", "schema")]),
-        3.0
+        2.0
     );
     assert_eq!(
         writer.metric(
@@ -203,6 +204,19 @@ async fn schema_evolves_across_flushes(backend: Backend) {
         "one record lost two unsafe keys: counted once"
     );
     writer.stop();
+    // Refused names and the unconvertible value are dead letters, not gone.
+    assert_eq!(
+        lake.query(
+            "SELECT reason, column_name, live_type, original::VARCHAR, kafka_offset \
+             FROM lake.main.events_dead_letters ORDER BY column_name"
+        ),
+        [
+            "unsafe_field_name|$session_id|NULL|s1|-1",
+            "type_mismatch|n|BIGINT|abc|-1",
+            "unsafe_field_name|utm-source|NULL|g|-1",
+            "reserved_field_name|year|NULL|2026|-1",
+        ]
+    );
     let cols = lake.columns();
     assert_eq!(
         cols,
@@ -221,6 +235,131 @@ async fn schema_evolves_across_flushes(backend: Backend) {
             Some("7".into()),
             Some("8".into()),
             None
+        ]
+    );
+}
+
+/// DoPut `b` with coordinates as partition 0 from offset `first`.
+async fn send(
+    c: &mut arrow_flight::FlightClient,
+    id: &str,
+    b: RecordBatch,
+    first: i64,
+) -> millpond_proto::FlushAck {
+    let n = b.num_rows();
+    let b = with_coordinates(b, 0, first);
+    let d = descriptor(id, vec![r(0, first, first + n as i64 - 1)], n);
+    put(c, &d, vec![b]).await.unwrap()
+}
+
+/// A value lands only when the column holds it exactly; anything else is
+/// NULL in its row and a dead letter with its record's coordinates.
+async fn values_are_never_changed_silently(backend: Backend) {
+    let lake = Lake::new(backend, "events");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    let one = |name: &str, t: DataType, a: arrow::array::ArrayRef| batch(vec![(name, t)], vec![a]);
+    send(
+        &mut c,
+        "a",
+        one("n", DataType::Int64, Arc::new(Int64Array::from(vec![10]))),
+        0,
+    )
+    .await;
+    let floats = Arc::new(Float64Array::from(vec![10.5, 11.5, 12.0]));
+    let ack = send(&mut c, "b", one("n", DataType::Float64, floats), 1).await;
+    assert_eq!((ack.rows_written, ack.dead_letters_written), (3, 2));
+    let text = Arc::new(StringArray::from(vec![
+        "02134",
+        "1.5",
+        "42",
+        "123456789012345678901234567890",
+    ]));
+    send(&mut c, "c", one("n", DataType::Utf8, text), 4).await;
+    send(
+        &mut c,
+        "d",
+        one(
+            "x",
+            DataType::Float64,
+            Arc::new(Float64Array::from(vec![1.5])),
+        ),
+        8,
+    )
+    .await;
+    let errors = || writer.metric("millpond_errors_total", &[("type", "schema")]);
+    let before = errors();
+    // All integers into DOUBLE: exact, silent.
+    send(
+        &mut c,
+        "e",
+        one(
+            "x",
+            DataType::Int64,
+            Arc::new(Int64Array::from(vec![1, 1 << 53])),
+        ),
+        9,
+    )
+    .await;
+    assert_eq!(errors(), before, "an exact conversion is not an error");
+    let ack = send(
+        &mut c,
+        "f",
+        one(
+            "x",
+            DataType::Int64,
+            Arc::new(Int64Array::from(vec![(1 << 53) + 1])),
+        ),
+        11,
+    )
+    .await;
+    assert_eq!(ack.dead_letters_written, 1);
+    assert_eq!(errors(), before + 1.0);
+    assert_eq!(
+        writer.metric(
+            "millpond_dead_letter_values_total",
+            &[("reason", "type_mismatch")]
+        ),
+        6.0
+    );
+    assert_eq!(
+        writer.metric(
+            "millpond_dead_letters_total",
+            &[("reason", "type_mismatch")]
+        ),
+        0.0
+    );
+    writer.stop();
+    assert_eq!(
+        lake.query("SELECT n, x FROM lake.main.events ORDER BY _inserted_at, n NULLS LAST, x"),
+        [
+            "10|NULL",
+            "12|NULL",
+            "NULL|NULL",
+            "NULL|NULL",
+            "42|NULL",
+            "NULL|NULL",
+            "NULL|NULL",
+            "NULL|NULL",
+            "NULL|1.5",
+            "NULL|1.0",
+            "NULL|9007199254740992.0",
+            "NULL|NULL",
+        ]
+    );
+    assert_eq!(
+        lake.query(
+            "SELECT kafka_partition, kafka_offset, epoch_ms(kafka_timestamp), kafka_key::VARCHAR, \
+             reason, column_name, live_type, original::VARCHAR \
+             FROM lake.main.events_dead_letters ORDER BY kafka_offset"
+        ),
+        [
+            "0|1|1000|k1|type_mismatch|n|BIGINT|10.5",
+            "0|2|2000|k2|type_mismatch|n|BIGINT|11.5",
+            "0|4|4000|k4|type_mismatch|n|BIGINT|02134",
+            "0|5|5000|k5|type_mismatch|n|BIGINT|1.5",
+            "0|7|7000|k7|type_mismatch|n|BIGINT|123456789012345678901234567890",
+            "0|11|11000|k11|type_mismatch|x|DOUBLE|9007199254740993",
         ]
     );
 }
@@ -407,7 +546,8 @@ every_backend!(
     put_rows_and_read_back,
     resent_flush_is_not_written_twice,
     zero_row_flush_only_advances_offsets,
-    schema_evolves_across_flushes
+    schema_evolves_across_flushes,
+    values_are_never_changed_silently
 );
 
 /// Not on the DuckDB-file catalog: nobody else can open it while the writer runs.

@@ -14,9 +14,6 @@ use crate::health::WriterHealth;
 use crate::sink::ducklake::DuckLakeSink;
 use crate::sink::{SharedSink, Sink};
 
-/// How long DoPuts must be quiet before a stopping writer exits.
-const DRAIN_QUIET: Duration = Duration::from_secs(2);
-
 pub fn main() -> ExitCode {
     millpond_shared::process::main(
         "millpond-writer",
@@ -66,17 +63,22 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     };
     if fatal.is_none() {
         // The pod's ingest gets SIGTERM at the same moment and sends its final
-        // flush: keep serving until DoPuts have been quiet for a moment.
+        // flush: keep serving until it says it has stopped (and no DoPut is
+        // running), or the grace period ends.
         let since = std::time::Instant::now();
-        while !(activity.idle_for(DRAIN_QUIET) && since.elapsed() >= DRAIN_QUIET)
-            && since.elapsed() < cfg.shutdown_grace
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        while !activity.drained() && since.elapsed() < cfg.shutdown_grace {
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tracing::info!(
-            waited_ms = since.elapsed().as_millis() as u64,
-            "draining done; stopping"
-        );
+        match activity.awaited_ingest() {
+            Some(id) => {
+                tracing::warn!(ingest = %id, waited_ms = since.elapsed().as_millis() as u64,
+                "grace period over before the pod's ingest said it stopped; stopping anyway")
+            }
+            None => tracing::info!(
+                waited_ms = since.elapsed().as_millis() as u64,
+                "draining done; stopping"
+            ),
+        }
     }
     if fatal.is_some() {
         // Let the failed DoPut's status reach the client before exiting.

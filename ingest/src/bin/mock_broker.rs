@@ -1,33 +1,46 @@
-//! A Kafka-protocol broker for local runs and tests: librdkafka's mock
-//! cluster in its own process. Prints `BOOTSTRAP=<host:port>` once ready,
-//! optionally produces sample events, then serves until SIGTERM/SIGINT.
-//!
-//! usage: millpond-mock-broker [--topic events] [--partitions 4]
-//!        [--sample-events N] [--brokers 1]
+//! A Kafka-protocol broker for local runs, benchmarks and tests: librdkafka's
+//! mock cluster in its own process. Prints `BOOTSTRAP=<host:port>` once
+//! ready (after producing what it was asked to), then serves until
+//! SIGTERM/SIGINT.
+use clap::Parser;
 use rdkafka::mocking::MockCluster;
 
-fn arg(args: &[String], name: &str, default: &str) -> String {
-    args.windows(2)
-        .find(|w| w[0] == name)
-        .map(|w| w[1].clone())
-        .unwrap_or_else(|| default.to_owned())
+#[derive(Parser)]
+#[command(
+    name = "millpond-mock-broker",
+    about = "librdkafka's mock Kafka cluster, preloaded"
+)]
+struct Args {
+    #[arg(long, default_value = "events")]
+    topic: String,
+    #[arg(long, default_value_t = 4)]
+    partitions: i32,
+    /// Produce this many PostHog-like sample events first.
+    #[arg(long, default_value_t = 0)]
+    sample_events: u64,
+    /// Produce each line of this file as one message first.
+    #[arg(long, value_name = "FILE")]
+    jsonl: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    brokers: i32,
 }
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let topic = arg(&args, "--topic", "events");
-    let partitions: i32 = arg(&args, "--partitions", "4").parse()?;
-    let samples: u64 = arg(&args, "--sample-events", "0").parse()?;
-    let brokers: i32 = arg(&args, "--brokers", "1").parse()?;
-    let cluster = MockCluster::new(brokers)?;
-    cluster.create_topic(&topic, partitions, 1)?;
+    let args = Args::parse();
+    let cluster = MockCluster::new(args.brokers)?;
+    cluster.create_topic(&args.topic, args.partitions, 1)?;
     let bootstrap = cluster.bootstrap_servers();
-    if samples > 0 {
-        millpond_ingest::sample::produce(&bootstrap, &topic, 0, samples)?;
+    if args.sample_events > 0 {
+        millpond_ingest::sample::produce(&bootstrap, &args.topic, 0, args.sample_events)?;
+    }
+    if let Some(path) = &args.jsonl {
+        let lines = std::fs::read(path).map_err(|e| anyhow::anyhow!("read {path}: {e}"))?;
+        millpond_ingest::sample::produce_lines(&bootstrap, &args.topic, &lines)?;
     }
     println!("BOOTSTRAP={bootstrap}");
     eprintln!(
-        "mock broker ready: topic {topic} with {partitions} partitions, {samples} sample events"
+        "mock broker ready: topic {} with {} partitions",
+        args.topic, args.partitions
     );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

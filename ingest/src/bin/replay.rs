@@ -47,6 +47,10 @@ struct Args {
     /// Flush id (default: replay-<uuid>); reuse one to test resends.
     #[arg(long)]
     flush_id: Option<String>,
+    /// Most payload columns in the flush, as MILLPOND_MAX_COLUMNS for the
+    /// pipeline; values of further keys become dead letters.
+    #[arg(long, default_value_t = millpond_ingest::config::DEFAULT_MAX_COLUMNS)]
+    max_columns: usize,
 }
 
 fn read_kafka(
@@ -101,7 +105,7 @@ fn main() -> anyhow::Result<()> {
     if records.is_empty() {
         bail!("nothing to replay");
     }
-    let mut pending = Pending::default();
+    let mut pending = Pending::with_max_columns(args.max_columns);
     let batch: Vec<Record<'_>> = records
         .iter()
         .map(|(offset, payload)| Record {

@@ -10,6 +10,8 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
+use millpond_shared::decimal::f64_holds;
+
 use super::scan::{Tape, Val};
 
 const INT: u8 = 1;
@@ -17,6 +19,13 @@ const FLOAT: u8 = 2;
 const BIG: u8 = 4;
 const BOOL: u8 = 8;
 const TEXT: u8 = 16;
+/// An integer f64 cannot hold exactly (beyond 2^53).
+const WIDE: u8 = 32;
+/// A float literal f64 cannot hold exactly (more digits than f64 keeps,
+/// or beyond its range).
+const INEXACT: u8 = 64;
+/// Integers up to this magnitude convert to f64 exactly.
+const F64_EXACT_INT: u64 = 1 << 53;
 
 /// Kind bit and (upper bound of) text length of one value.
 fn kind(v: &Val<'_>) -> (u8, usize) {
@@ -24,8 +33,10 @@ fn kind(v: &Val<'_>) -> (u8, usize) {
         Val::Null => (0, 0),
         Val::Bool(_) => (BOOL, 5),
         // Longest i64 rendering: "-9223372036854775808".
+        Val::Int(i) if i.unsigned_abs() > F64_EXACT_INT => (INT | WIDE, 20),
         Val::Int(_) => (INT, 20),
         Val::BigInt(s) => (BIG, s.len()),
+        Val::Float(s) if !f64_holds(s) => (FLOAT | INEXACT, s.len()),
         Val::Float(s) => (FLOAT, s.len()),
         Val::Str(s) => (TEXT, s.len()),
         Val::Text(start, end) => (TEXT, end.saturating_sub(start)),
@@ -50,7 +61,8 @@ impl Builder {
     fn new(kinds: u8, text_len: usize, rows: usize) -> Option<Builder> {
         Some(match kinds {
             0 => return None,
-            INT => Builder::Int(Int64Builder::with_capacity(rows)),
+            k if k & !WIDE == INT => Builder::Int(Int64Builder::with_capacity(rows)),
+            // Numbers with a fraction: f64, unless that would change one.
             k if k & !(INT | FLOAT) == 0 => Builder::Float(Float64Builder::with_capacity(rows)),
             BOOL => Builder::Bool(BooleanBuilder::with_capacity(rows)),
             _ if text_len <= i32::MAX as usize => {
@@ -118,11 +130,34 @@ fn append_text<O: OffsetSizeTrait>(b: &mut GenericStringBuilder<O>, v: &Val<'_>,
     }
 }
 
-/// Builds the batch; `None` when there are no rows.
-pub(super) fn build(tape: &Tape<'_>) -> Option<RecordBatch> {
+/// One value of a column beyond the column limit: not built, kept as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overflow {
+    /// Row of the batch.
+    pub row: usize,
+    pub column: String,
+    /// The value as the batch would have held it in a text column.
+    pub text: String,
+}
+
+fn val_text(v: &Val<'_>, arena: &str) -> String {
+    match *v {
+        Val::Null => String::new(),
+        Val::Bool(x) => x.to_string(),
+        Val::Int(i) => i.to_string(),
+        Val::BigInt(s) | Val::Float(s) | Val::Str(s) => s.to_owned(),
+        Val::Text(start, end) => arena.get(start..end).unwrap_or_default().to_owned(),
+    }
+}
+
+/// Builds the batch from at most `max_columns` columns (the first non-null
+/// ones seen); values of later columns come back as [`Overflow`]. `None`
+/// when there are no rows.
+pub(super) fn build(tape: &Tape<'_>, max_columns: usize) -> (Option<RecordBatch>, Vec<Overflow>) {
+    let mut overflow = Vec::new();
     let rows = tape.rows();
     if rows == 0 {
-        return None;
+        return (None, overflow);
     }
     let ncols = tape.names.len();
     let mut kinds = vec![0u8; ncols];
@@ -134,10 +169,29 @@ pub(super) fn build(tape: &Tape<'_>) -> Option<RecordBatch> {
             *tl = tl.saturating_add(len);
         }
     }
+    // Columns past the limit are not built at all: memory stays bounded by
+    // the limit whatever the number of distinct keys.
+    let mut kept = 0;
+    let over: Vec<bool> = kinds
+        .iter()
+        .map(|&k| {
+            if k == 0 {
+                return false;
+            }
+            kept += 1;
+            kept > max_columns
+        })
+        .collect();
     let mut cols: Vec<Option<Column>> = kinds
         .iter()
         .zip(&text_len)
-        .map(|(&k, &len)| Builder::new(k, len, rows).map(|builder| Column { builder, filled: 0 }))
+        .zip(&over)
+        .map(|((&k, &len), &over)| {
+            if over {
+                return None;
+            }
+            Builder::new(k, len, rows).map(|builder| Column { builder, filled: 0 })
+        })
         .collect();
 
     let mut start = 0;
@@ -145,6 +199,18 @@ pub(super) fn build(tape: &Tape<'_>) -> Option<RecordBatch> {
         for e in tape.entries.get(start..end).unwrap_or_default() {
             if matches!(e.val, Val::Null) {
                 continue; // filled lazily like an absent key
+            }
+            if over.get(e.col) == Some(&true) {
+                overflow.push(Overflow {
+                    row,
+                    column: tape
+                        .names
+                        .get(e.col)
+                        .map(|n| n.to_string())
+                        .unwrap_or_default(),
+                    text: val_text(&e.val, &tape.text),
+                });
+                continue;
             }
             let Some(Some(col)) = cols.get_mut(e.col) else {
                 continue;
@@ -171,5 +237,7 @@ pub(super) fn build(tape: &Tape<'_>) -> Option<RecordBatch> {
     }
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
     // Cannot fail: every column has exactly `rows` cells of its field's type.
-    RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options).ok()
+    let batch =
+        RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options).ok();
+    (batch, overflow)
 }

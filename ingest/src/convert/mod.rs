@@ -24,9 +24,12 @@
 //! * **Types** are inferred per column from its non-null values:
 //!   - only integers that fit in `i64` → `Int64`;
 //!   - only numbers, at least one with a fraction or exponent (`1.5`, `1e3`,
-//!     `2E-7`) → `Float64`; integers in such a column are converted to `f64`
-//!     (nearest, like the decimal literal). A float literal whose magnitude
-//!     exceeds `f64::MAX` (e.g. `1e400`) becomes `±inf`;
+//!     `2E-7`) → `Float64`, provided `f64` holds every one of them exactly
+//!     (`shared::decimal`: the shortest decimal that reads back as the
+//!     `f64` denotes the same number). One literal that `f64` would change
+//!     (`9007199254740993` next to `1.5`, `1e400`, 20 significant digits)
+//!     makes the column `Utf8` holding each number as written, like any
+//!     other mix;
 //!   - only booleans → `Boolean`; only strings → `Utf8` (unescaped text);
 //!   - any nested object or array → `Utf8` holding the value as JSON text;
 //!   - any other mix (string + number, bool + int, …) → `Utf8`, where each
@@ -84,6 +87,7 @@
 mod build;
 mod scan;
 
+pub use build::Overflow;
 pub use scan::{Skip, SkipReason};
 #[cfg(test)]
 mod tests;
@@ -101,15 +105,26 @@ pub struct Converted {
     pub skipped: Vec<Skip>,
     /// `batch.get_array_memory_size()`, or 0 without a batch.
     pub arrow_bytes: usize,
+    /// Values of columns beyond [`convert_limited`]'s column limit, in row
+    /// order: their rows are in the batch without them.
+    pub overflow: Vec<Overflow>,
 }
 
 /// Converts a batch of JSON object payloads (tombstones already removed) into
 /// a single [`RecordBatch`]. See the [module documentation](self) for the
 /// exact semantics.
 pub fn convert(payloads: &[&[u8]]) -> Converted {
+    convert_limited(payloads, usize::MAX)
+}
+
+/// [`convert`], building at most `max_columns` columns: the first non-null
+/// ones in first-seen order. Values of later keys are returned in
+/// [`Converted::overflow`] instead, so one message with 80,000 distinct keys
+/// costs `max_columns` columns, not 80,000.
+pub fn convert_limited(payloads: &[&[u8]], max_columns: usize) -> Converted {
     let tape = scan::scan(payloads);
     let rows = tape.rows();
-    let batch = build::build(&tape);
+    let (batch, overflow) = build::build(&tape, max_columns);
     let skipped = tape.skipped;
     let arrow_bytes = batch.as_ref().map_or(0, |b| b.get_array_memory_size());
     Converted {
@@ -117,5 +132,6 @@ pub fn convert(payloads: &[&[u8]]) -> Converted {
         rows,
         skipped,
         arrow_bytes,
+        overflow,
     }
 }

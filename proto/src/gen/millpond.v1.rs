@@ -12,7 +12,12 @@ pub struct OffsetRange {
     pub last: i64,
 }
 /// Sent as FlightDescriptor.cmd on the first message of a DoPut stream.
-/// One DoPut stream carries exactly one flush.
+/// One DoPut stream carries exactly one flush. Its record batches may carry
+/// each row's Kafka coordinates in the columns _millpond_partition (int32),
+/// _millpond_offset (int64), _millpond_timestamp (int64 ms) and
+/// _millpond_key (binary); the writer uses them to dead-letter single values
+/// and never writes them as table columns. Without them the flush is valid,
+/// and value-level dead letters carry partition and offset -1.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct FlushDescriptor {
     /// Stable across resends of the same flush.
@@ -49,7 +54,10 @@ pub struct DeadLetter {
     /// Kafka message key, when the record had one.
     #[prost(bytes = "vec", optional, tag = "5")]
     pub key: ::core::option::Option<::prost::alloc::vec::Vec<u8>>,
-    /// Stable label, e.g. "invalid_json", "not_an_object", "invalid_utf8".
+    /// Stable label. Record level: "invalid_json", "not_an_object",
+    /// "invalid_utf8". Value level (the row is written, this value is NULL):
+    /// "type_mismatch", "reserved_field_name", "unsafe_field_name",
+    /// "duplicate_field_name".
     #[prost(string, tag = "6")]
     pub reason: ::prost::alloc::string::String,
     /// For a value-level reason: the column concerned and its live type.
@@ -81,7 +89,8 @@ pub struct FlushAck {
     pub snapshot_id: i64,
     #[prost(message, repeated, tag = "7")]
     pub recorded: ::prost::alloc::vec::Vec<OffsetRange>,
-    /// Dead letters stored by this request (0 when already recorded).
+    /// Dead letters stored by this request, records and values (0 when
+    /// already recorded).
     #[prost(uint64, tag = "8")]
     pub dead_letters_written: u64,
 }

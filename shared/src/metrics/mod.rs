@@ -32,6 +32,24 @@ pub mod skip_reason {
     pub const UNSAFE_FIELD_NAME: &str = "unsafe_field_name";
 }
 
+/// Reasons of value-level dead letters: the row is written, this one value
+/// is NULL in it and kept in the dead-letter table
+/// (`millpond_dead_letter_values_total{reason}`).
+pub mod dead_letter_reason {
+    /// The value does not convert exactly to the column's live type.
+    pub const TYPE_MISMATCH: &str = "type_mismatch";
+    /// The key is in a namespace the pipeline reserves (`_millpond_*`,
+    /// `_inserted_at`, the partition helper names).
+    pub const RESERVED_FIELD_NAME: &str = "reserved_field_name";
+    /// The key is not a safe identifier.
+    pub const UNSAFE_FIELD_NAME: &str = "unsafe_field_name";
+    /// The key differs only by letter case from a key that took the column,
+    /// and its value could not share that column.
+    pub const DUPLICATE_FIELD_NAME: &str = "duplicate_field_name";
+    /// The key would take the flush or the table past MILLPOND_MAX_COLUMNS.
+    pub const TOO_MANY_COLUMNS: &str = "too_many_columns";
+}
+
 pub fn new_registry(pipeline: &str, broker_source: &str) -> Registry {
     let labels = HashMap::from([
         ("pipeline".to_owned(), pipeline.to_owned()),

@@ -14,6 +14,7 @@ pub struct WriterMetrics {
     pub errors: IntCounterVec,
     pub records_skipped: IntCounterVec,
     pub dead_letters: IntCounterVec,
+    pub dead_letter_values: IntCounterVec,
     pub schema_columns_added: IntCounter,
     pub schema_columns_widened: IntCounter,
     pub flushes_already_recorded: IntCounter,
@@ -67,7 +68,18 @@ impl WriterMetrics {
                 IntCounterVec::new(
                     Opts::new(
                         "dead_letters_total",
-                        "Records or values committed to the dead-letter table (or discarded when it is off), by reason",
+                        "Records that are not rows, committed to the dead-letter table (or discarded when it is off), by reason",
+                    ),
+                    &["reason"],
+                )
+                .unwrap(),
+            ),
+            dead_letter_values: register(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "dead_letter_values_total",
+                        "Values left NULL in a written row and committed to the dead-letter table (or discarded when it is off), by reason",
                     ),
                     &["reason"],
                 )

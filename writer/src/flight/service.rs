@@ -13,7 +13,7 @@ use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
 use millpond_proto::{
     ErrorKind, FlushAck, OffsetRange, RecordedOffsets, RecordedOffsetsRequest, WriteError,
-    ACTION_RECORDED_OFFSETS,
+    ACTION_INGEST_STARTED, ACTION_INGEST_STOPPED, ACTION_RECORDED_OFFSETS,
 };
 use millpond_shared::metrics::{error_type, WriterMetrics};
 use prost::Message;
@@ -36,11 +36,13 @@ pub struct WriterService {
     activity: Arc<Activity>,
 }
 
-/// DoPut activity, so a stopping writer can wait for its ingest's last flush.
+/// DoPut activity and the pod's ingest, so a stopping writer can wait for
+/// that ingest's final flush and no longer.
 #[derive(Default)]
 pub struct Activity {
     in_flight: std::sync::atomic::AtomicUsize,
-    last: std::sync::Mutex<Option<Instant>>,
+    /// The ingest instance that said it started and has not said it stopped.
+    ingest: std::sync::Mutex<Option<String>>,
 }
 
 /// One DoPut in flight; ends when dropped, so a handler dropped mid-stream
@@ -49,7 +51,9 @@ struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.end();
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -57,24 +61,36 @@ impl Activity {
     fn begin(self: &Arc<Self>) -> InFlight {
         self.in_flight
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         InFlight(self.clone())
     }
 
-    fn end(&self) {
-        self.in_flight
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    fn ingest(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.ingest.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// No DoPut running, and none started or finished for `quiet`.
-    pub fn idle_for(&self, quiet: std::time::Duration) -> bool {
-        self.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0
-            && self
-                .last
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_none_or(|t| t.elapsed() >= quiet)
+    /// A (re)started ingest replaces the previous one: one ingest per pod.
+    pub fn ingest_started(&self, id: &str) {
+        *self.ingest() = Some(id.to_owned());
+    }
+
+    /// Only the current instance's stop counts (a late message from one
+    /// that was replaced does not release the writer early).
+    pub fn ingest_stopped(&self, id: &str) {
+        let mut current = self.ingest();
+        if current.as_deref() == Some(id) {
+            *current = None;
+        }
+    }
+
+    /// Nothing left to wait for: no DoPut running and no ingest that has
+    /// yet to send its final flush.
+    pub fn drained(&self) -> bool {
+        self.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0 && self.ingest().is_none()
+    }
+
+    /// The ingest instance still expected, for the shutdown log.
+    pub fn awaited_ingest(&self) -> Option<String> {
+        self.ingest().clone()
     }
 }
 
@@ -180,11 +196,32 @@ impl WriterService {
         request: Request<Action>,
     ) -> Result<Response<BoxStream<'static, Result<arrow_flight::Result, Status>>>, Status> {
         let action = request.into_inner();
-        if action.r#type != ACTION_RECORDED_OFFSETS {
-            return Err(Status::unimplemented(format!(
-                "unknown action {:?}; supported: {ACTION_RECORDED_OFFSETS}",
-                action.r#type
-            )));
+        let done = || {
+            let empty = arrow_flight::Result {
+                body: Default::default(),
+            };
+            Ok(Response::new(stream::once(async { Ok(empty) }).boxed()))
+        };
+        match action.r#type.as_str() {
+            ACTION_RECORDED_OFFSETS => {}
+            ACTION_INGEST_STARTED | ACTION_INGEST_STOPPED => {
+                let id = std::str::from_utf8(&action.body)
+                    .map_err(|_| Status::invalid_argument("ingest id must be UTF-8"))?;
+                if action.r#type == ACTION_INGEST_STARTED {
+                    tracing::info!(ingest = %id, "ingest started; a stop waits for its final flush");
+                    self.activity.ingest_started(id);
+                } else {
+                    tracing::info!(ingest = %id, "ingest stopped");
+                    self.activity.ingest_stopped(id);
+                }
+                return done();
+            }
+            other => {
+                return Err(Status::unimplemented(format!(
+                    "unknown action {other:?}; supported: {ACTION_RECORDED_OFFSETS}, \
+                     {ACTION_INGEST_STARTED}, {ACTION_INGEST_STOPPED}"
+                )))
+            }
         }
         let req = RecordedOffsetsRequest::decode(action.body.as_ref())
             .map_err(|e| Status::invalid_argument(format!("RecordedOffsetsRequest: {e}")))?;
@@ -331,12 +368,27 @@ impl FlightService for WriterService {
         &self,
         _: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
-        let t = ActionType {
-            r#type: ACTION_RECORDED_OFFSETS.into(),
-            description: "Offsets the lake recorded per partition (body: RecordedOffsetsRequest)"
-                .into(),
-        };
-        Ok(Response::new(stream::once(async { Ok(t) }).boxed()))
+        let types = [
+            (
+                ACTION_RECORDED_OFFSETS,
+                "Offsets the lake recorded per partition (body: RecordedOffsetsRequest)",
+            ),
+            (
+                ACTION_INGEST_STARTED,
+                "The pod's ingest announces itself (body: instance id); a stopping writer waits for it",
+            ),
+            (
+                ACTION_INGEST_STOPPED,
+                "The pod's ingest sent its final flush (body: instance id)",
+            ),
+        ]
+        .map(|(t, d)| {
+            Ok(ActionType {
+                r#type: t.into(),
+                description: d.into(),
+            })
+        });
+        Ok(Response::new(stream::iter(types).boxed()))
     }
 
     async fn handshake(
@@ -419,8 +471,24 @@ mod tests {
         let _ = put
             .as_mut()
             .poll(&mut std::task::Context::from_waker(&waker));
-        assert!(!activity.idle_for(std::time::Duration::ZERO));
+        assert!(!activity.drained());
         drop(put);
-        assert!(activity.idle_for(std::time::Duration::ZERO));
+        assert!(activity.drained());
+    }
+
+    #[test]
+    fn only_the_current_ingest_releases_a_stopping_writer() {
+        let activity = Activity::default();
+        assert!(
+            activity.drained(),
+            "no ingest announced: nothing to wait for"
+        );
+        activity.ingest_started("a");
+        activity.ingest_started("b"); // a restarted in the pod
+        activity.ingest_stopped("a"); // late stop of the old instance
+        assert!(!activity.drained());
+        assert_eq!(activity.awaited_ingest().as_deref(), Some("b"));
+        activity.ingest_stopped("b");
+        assert!(activity.drained());
     }
 }

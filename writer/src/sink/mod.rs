@@ -3,7 +3,9 @@
 //! after its commit returned.
 pub mod ducklake;
 mod error;
+pub mod exact;
 mod flush;
+pub mod prepare;
 
 pub use error::{SinkError, SinkErrorKind};
 pub use flush::{Durable, Flush, Receipt};

@@ -36,7 +36,7 @@ impl DeadLetterTable {
 }
 
 /// The Arrow form of a flush's dead letters, as the table's columns.
-pub fn batch(flush_id: &str, letters: &[DeadLetter]) -> (SchemaRef, RecordBatch) {
+pub fn batch(flush_id: &str, letters: &[&DeadLetter]) -> (SchemaRef, RecordBatch) {
     let schema = Arc::new(Schema::new(vec![
         Field::new("topic", DataType::Utf8, false),
         Field::new("kafka_partition", DataType::Int32, false),
@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn batch_keeps_coordinates_bytes_and_absent_fields() {
-        let letters = vec![
+        let letters = [
             DeadLetter {
                 topic: "t".into(),
                 partition: 3,
@@ -118,7 +118,7 @@ mod tests {
                 ..Default::default()
             },
         ];
-        let (schema, b) = batch("f9", &letters);
+        let (schema, b) = batch("f9", &letters.iter().collect::<Vec<_>>());
         assert_eq!(b.schema(), schema);
         assert_eq!(b.num_rows(), 2);
         let col = |n: &str| b.column_by_name(n).unwrap().clone();

@@ -7,7 +7,6 @@
 //! whose ranges the lake already holds is acknowledged without writing,
 //! which makes resends after a writer crash exactly-once.
 mod classify;
-mod columns;
 pub mod config;
 mod connect;
 mod dead_letters;
@@ -16,6 +15,7 @@ mod offsets;
 mod session;
 mod sql;
 mod table;
+mod to_live;
 mod types;
 
 pub use connect::extensions;
@@ -29,12 +29,14 @@ use millpond_shared::metrics::{error_type, skip_reason, WriterMetrics};
 use millpond_shared::retry::Ladder;
 
 use self::classify::classify;
-use self::config::{DuckLakeConfig, OFFSETS_TABLE};
+use self::config::{DuckLakeConfig, OFFSETS_TABLE, RESERVED_COLUMNS};
 use self::dead_letters::DeadLetterTable;
 use self::fence::Fence;
 use self::offsets::{coverage, Coverage, OffsetsTable};
 use self::table::LiveColumns;
+use super::prepare::{prepare, Prepared};
 use super::{Durable, Flush, Receipt, Sink, SinkError};
+use millpond_proto::DeadLetter;
 
 /// Name of the Arrow scan view over the flush being written.
 const SCAN: &str = "millpond_flush";
@@ -153,39 +155,36 @@ impl DuckLakeSink {
         classify(connect::scrub(&self.cfg, &e.to_string()))
     }
 
-    /// Registers the flush's batches (projected) as the Arrow scan view
-    /// SCAN. No copy: DuckDB reads the Arrow buffers during the insert.
-    fn register_scan(
-        &self,
-        flush: &Flush,
-        proj: &columns::Projection,
-    ) -> Result<(u64, Box<FFI_ArrowArrayStream>), SinkError> {
-        let schema = proj.schema(&flush.schema);
-        let batches: Vec<_> = flush
+    /// Registers the prepared batches as the Arrow scan view SCAN. No
+    /// copy: DuckDB reads the Arrow buffers during the insert.
+    fn register_scan(&self, p: &Prepared) -> Result<(u64, Box<FFI_ArrowArrayStream>), SinkError> {
+        let batches: Vec<_> = p
             .batches
             .iter()
             .filter(|b| b.num_rows() > 0)
-            .map(|b| proj.apply(b))
+            .cloned()
             .collect();
         let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
         let session = self.session.as_ref().expect("session open");
         let stream = session
-            .register_arrow(SCAN, schema, batches)
+            .register_arrow(SCAN, p.schema.clone(), batches)
             .map_err(|e| classify(connect::scrub(&self.cfg, &e)))?;
         // Stays boxed: DuckDB holds a pointer to it until the view is dropped.
         Ok((rows, stream))
     }
 
-    /// Registers the flush's dead letters as the view dead_letters::SCAN,
-    /// when there are any and the table is on.
+    /// Registers the flush's dead letters (record-level from ingest, then
+    /// value-level found here) as the view dead_letters::SCAN, when there
+    /// are any and the table is on.
     fn register_dead_letters(
         &self,
-        flush: &Flush,
+        flush_id: &str,
+        letters: &[&DeadLetter],
     ) -> Result<Option<Box<FFI_ArrowArrayStream>>, SinkError> {
-        if flush.dead_letters.is_empty() || self.dead_letters.is_none() {
+        if letters.is_empty() || self.dead_letters.is_none() {
             return Ok(None);
         }
-        let (schema, batch) = dead_letters::batch(&flush.id, &flush.dead_letters);
+        let (schema, batch) = dead_letters::batch(flush_id, letters);
         let session = self.session.as_ref().expect("session open");
         let stream = session
             .register_arrow(dead_letters::SCAN, schema, vec![batch])
@@ -193,34 +192,37 @@ impl DuckLakeSink {
         Ok(Some(stream))
     }
 
-    /// After the commit: every dead letter counted by reason; with the table
-    /// off, also said in the log (they are then discarded).
-    fn count_dead_letters(&self, flush: &Flush) {
-        for l in &flush.dead_letters {
-            self.metrics
-                .dead_letters
-                .with_label_values(&[l.reason.as_str()])
-                .inc();
+    /// After the commit: every dead letter counted by reason, records and
+    /// values apart; with the table off, also said in the log (they are
+    /// then discarded).
+    fn count_dead_letters(&self, flush_id: &str, letters: &[&DeadLetter]) {
+        for l in letters {
+            let metric = if l.column.is_empty() {
+                &self.metrics.dead_letters
+            } else {
+                &self.metrics.dead_letter_values
+            };
+            metric.with_label_values(&[l.reason.as_str()]).inc();
         }
-        if self.dead_letters.is_none() && !flush.dead_letters.is_empty() {
-            tracing::warn!(flush_id = %flush.id, count = flush.dead_letters.len(),
+        if self.dead_letters.is_none() && !letters.is_empty() {
+            tracing::warn!(flush_id = %flush_id, count = letters.len(),
                 "dead letters discarded: DUCKLAKE_DEAD_LETTER_TABLE is off");
         }
     }
 
-    fn count_projection(&self, flush: &Flush, proj: &columns::Projection) {
-        for name in &proj.unsafe_names {
-            tracing::warn!(column = %name, "payload column dropped: not a safe identifier or a case-insensitive duplicate");
+    fn count_names(&self, p: &Prepared) {
+        for name in &p.unsafe_names {
+            tracing::warn!(column = %name, "payload key is not a safe identifier; its values go to the dead-letter table");
         }
-        if !proj.unsafe_names.is_empty() {
+        if p.rows_with_unsafe > 0 {
             // Records that lost at least one value, not names.
             self.metrics
                 .records_skipped
                 .with_label_values(&[skip_reason::UNSAFE_FIELD_NAME])
-                .inc_by(columns::rows_with_any(&flush.batches, &proj.unsafe_names));
+                .inc_by(p.rows_with_unsafe);
         }
-        for name in &proj.reserved {
-            tracing::error!(column = %name, "payload column refused: the name is reserved by the sink (_inserted_at, year, month, day, hour); rename it upstream");
+        for name in &p.reserved_names {
+            tracing::error!(column = %name, "payload key is reserved (_inserted_at, year, month, day, hour, _millpond_*); its values go to the dead-letter table; rename it upstream");
             self.metrics
                 .errors
                 .with_label_values(&[error_type::SCHEMA])
@@ -294,23 +296,17 @@ impl DuckLakeSink {
     }
 }
 
-/// `*`, or explicit columns with TRY_CAST for the ones whose type change
-/// was refused: an unconvertible value becomes NULL instead of failing the
-/// whole flush forever (the partition would never advance).
-fn insert_projection(
-    schema: &arrow::datatypes::Schema,
-    refused: &[(String, String, String)],
-) -> String {
-    if refused.is_empty() {
+/// `*`, or explicit columns with a CAST for the ones DuckDB checked
+/// (every value left in them casts exactly; the rest are NULL already).
+fn insert_projection(schema: &arrow::datatypes::Schema, cast: &[(String, String)]) -> String {
+    if cast.is_empty() {
         return "*".into();
     }
     schema
         .fields()
         .iter()
-        .map(|f| match refused.iter().find(|(c, _, _)| c == f.name()) {
-            Some((c, live, _)) => {
-                format!("TRY_CAST({} AS {live}) AS {}", sql::ident(c), sql::ident(c))
-            }
+        .map(|f| match cast.iter().find(|(c, _)| c == f.name()) {
+            Some((c, live)) => format!("CAST({} AS {live}) AS {}", sql::ident(c), sql::ident(c)),
             None => sql::ident(f.name()),
         })
         .collect::<Vec<_>>()
@@ -358,14 +354,13 @@ impl Sink for DuckLakeSink {
             fenced.map_err(|e| self.err(e))?;
         }
 
-        let proj = columns::project(&flush.schema);
-        self.count_projection(flush, &proj);
+        let mut prepared = prepare(flush, &RESERVED_COLUMNS)?;
+        self.count_names(&prepared);
         let rows_in = flush.rows();
-        let schema = proj.schema(&flush.schema);
-        let mut refused = Vec::new();
+        let mut cast = Vec::new();
         if rows_in > 0 {
             let conn = &self.session.as_ref().expect("session open").conn;
-            let evo = table::ensure(conn, &self.cfg, &mut self.live, &schema)?;
+            let evo = table::ensure(conn, &self.cfg, &mut self.live, &prepared.schema)?;
             self.metrics
                 .schema_columns_added
                 .inc_by(evo.added.len() as u64);
@@ -375,29 +370,36 @@ impl Sink for DuckLakeSink {
             for c in &evo.added {
                 tracing::info!(column = %c, "column added");
             }
-            for (col, live, batch) in &evo.refused {
-                tracing::warn!(column = %col, live_type = %live, batch_type = %batch,
-                    "type change refused (not a widening); values are cast to the live type, NULL where they do not convert");
+            let done = to_live::to_live(conn, &mut prepared, &evo.refused, &flush.ranges)
+                .map_err(|e| classify(connect::scrub(&self.cfg, &e)))?;
+            for (col, live, lost) in &done.failed {
+                tracing::warn!(column = %col, live_type = %live, values = lost,
+                    "values that do not convert exactly to the column's type are NULL; they are in the dead-letter table");
                 self.metrics
                     .errors
                     .with_label_values(&[error_type::SCHEMA])
                     .inc();
             }
-            refused = evo.refused;
+            cast = done.cast_in_sql;
         }
+        let letters: Vec<&DeadLetter> = flush
+            .dead_letters
+            .iter()
+            .chain(&prepared.dead_letters)
+            .collect();
         // A record whose keys were all dropped, or `{}`, is still a row.
         let (rows, stream) = if rows_in == 0 {
             (0, None)
-        } else if schema.fields().is_empty() {
+        } else if prepared.schema.fields().is_empty() {
             (rows_in as u64, None)
         } else {
-            let (rows, stream) = self.register_scan(flush, &proj)?;
+            let (rows, stream) = self.register_scan(&prepared)?;
             (rows, Some(stream))
         };
-        let dl_stream = self.register_dead_letters(flush)?;
+        let dl_stream = self.register_dead_letters(&flush.id, &letters)?;
         let select = stream
             .as_ref()
-            .map(|_| insert_projection(&schema, &refused));
+            .map(|_| insert_projection(&prepared.schema, &cast));
         let committed = self.commit(flush, rows, select.as_deref(), dl_stream.is_some());
         let session = self.session.as_ref().expect("session open");
         if stream.is_some() {
@@ -410,12 +412,12 @@ impl Sink for DuckLakeSink {
         drop(stream);
         drop(dl_stream);
         let snapshot_id = committed?;
-        self.count_dead_letters(flush);
+        self.count_dead_letters(&flush.id, &letters);
         self.maybe_prune();
         Ok(Durable::new(Receipt {
             rows_written: rows,
             dead_letters_written: if self.dead_letters.is_some() {
-                flush.dead_letters.len() as u64
+                letters.len() as u64
             } else {
                 0
             },

@@ -34,7 +34,8 @@ pub struct Evolution {
     pub created: bool,
     pub added: Vec<String>,
     pub widened: Vec<String>,
-    /// (column, live type, batch type) left as is: narrowing or incompatible.
+    /// (column, live type, batch type) whose values must be converted to
+    /// the live type: narrowing, incompatible, or changed by another writer.
     pub refused: Vec<(String, String, String)>,
 }
 
@@ -125,7 +126,6 @@ pub fn ensure(
     // inserts conflict with DDL, so one commit per flush, not per column.
     let cols = live.as_mut().expect("loaded above");
     let mut ddl = Vec::new();
-    let mut changed = Vec::new();
     for f in schema.fields() {
         let lower = f.name().to_ascii_lowercase();
         let batch_type = duck_type(f.data_type());
@@ -135,7 +135,6 @@ pub fn ensure(
                     "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {} {batch_type}",
                     ident(f.name())
                 ));
-                changed.push((lower, batch_type));
                 evo.added.push(f.name().clone());
             }
             Some(live_type) if *live_type == batch_type => {}
@@ -144,13 +143,9 @@ pub fn ensure(
                     "ALTER TABLE {table} ALTER COLUMN {} SET DATA TYPE {batch_type}",
                     ident(f.name())
                 ));
-                changed.push((lower, batch_type));
                 evo.widened.push(f.name().clone());
             }
-            Some(live_type) => {
-                evo.refused
-                    .push((f.name().clone(), live_type.clone(), batch_type));
-            }
+            Some(_) => {}
         }
     }
     if !ddl.is_empty() {
@@ -159,7 +154,26 @@ pub fn ensure(
             let _ = conn.execute_batch("ROLLBACK");
             return Err(e);
         }
-        cols.extend(changed);
+        // Read back what the table now holds: another writer may have
+        // added the same column with another type first (ADD COLUMN IF
+        // NOT EXISTS is then a no-op), or widened it further.
+        *cols = read_columns(conn, cfg).map_err(|e| duck_err(cfg, e))?;
+    }
+    for f in schema.fields() {
+        let batch_type = duck_type(f.data_type());
+        match cols.get(&f.name().to_ascii_lowercase()) {
+            Some(live_type) if *live_type != batch_type => {
+                evo.refused
+                    .push((f.name().clone(), live_type.clone(), batch_type));
+            }
+            Some(_) => {}
+            None => {
+                return Err(SinkError::transient(format!(
+                    "column {} missing from {table} right after adding it (dropped meanwhile?)",
+                    f.name()
+                )))
+            }
+        }
     }
     Ok(evo)
 }

@@ -1,0 +1,138 @@
+//! Bringing batch columns whose type the table refused to the column's live
+//! type, value by value and exactly (see `sink::exact`). For a live type
+//! that module has no rule for (DECIMAL, DATE, UUID, ...), DuckDB itself
+//! decides: a value is kept when casting it to the live type and back to
+//! text gives its own text; the insert then casts it.
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
+use arrow::compute::nullif;
+use arrow::datatypes::{Field, Schema};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use duckdb::Connection;
+use millpond_proto::{value_text, DeadLetter, OffsetRange};
+use millpond_shared::metrics::dead_letter_reason;
+
+use super::sql;
+use super::types::duck_type;
+use crate::sink::exact::{self, Target};
+use crate::sink::prepare::{topic_of, Prepared};
+
+/// A column the table holds with another type: (name, live type, batch type).
+pub type Refused = (String, String, String);
+
+/// What converting did: columns the insert must still CAST (engine-checked
+/// ones), and how many values each column lost to dead letters.
+#[derive(Debug, Default)]
+pub struct ToLive {
+    pub cast_in_sql: Vec<(String, String)>,
+    pub failed: Vec<(String, String, usize)>,
+}
+
+/// Rewrites the refused columns of `p` in place; the values that do not
+/// convert are NULL and appended to `p.dead_letters`.
+pub fn to_live(
+    conn: &Connection,
+    p: &mut Prepared,
+    refused: &[Refused],
+    ranges: &[OffsetRange],
+) -> Result<ToLive, String> {
+    let mut out = ToLive::default();
+    let mut fields: Vec<Field> = p
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let mut columns: Vec<Vec<ArrayRef>> = p.batches.iter().map(|b| b.columns().to_vec()).collect();
+    for (name, live, _) in refused {
+        let Some(idx) = fields.iter().position(|f| f.name() == name) else {
+            continue;
+        };
+        let target = Target::of(live);
+        let mut lost = 0;
+        for (b, cols) in columns.iter_mut().enumerate() {
+            let source = cols[idx].clone();
+            let (array, failed) = match target.and_then(|t| exact::convert(source.as_ref(), t)) {
+                Some(c) => (c.array, c.failed),
+                None => {
+                    let failed = engine_check(conn, source.as_ref(), live)?;
+                    let mask: BooleanArray = (0..source.len())
+                        .map(|r| Some(failed.binary_search(&r).is_ok()))
+                        .collect();
+                    let array = nullif(source.as_ref(), &mask).map_err(|e| e.to_string())?;
+                    (array, failed)
+                }
+            };
+            let coords = p.coordinates.get(b).and_then(Option::as_ref);
+            for &row in &failed {
+                let at = coords.map(|c| c.get(row));
+                p.dead_letters.push(DeadLetter::value(
+                    topic_of(ranges, at),
+                    at,
+                    dead_letter_reason::TYPE_MISMATCH,
+                    name,
+                    live,
+                    value_text(source.as_ref(), row),
+                ));
+            }
+            lost += failed.len();
+            cols[idx] = array;
+        }
+        match target {
+            Some(_)
+                if columns
+                    .first()
+                    .is_some_and(|c| duck_type(c[idx].data_type()) == *live) =>
+            {
+                let dt = columns[0][idx].data_type().clone();
+                fields[idx] = Field::new(name, dt, true);
+            }
+            _ => out.cast_in_sql.push((name.clone(), live.clone())),
+        }
+        if lost > 0 {
+            out.failed.push((name.clone(), live.clone(), lost));
+        }
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let mut batches = Vec::with_capacity(columns.len());
+    for (cols, old) in columns.into_iter().zip(&p.batches) {
+        let options = RecordBatchOptions::new().with_row_count(Some(old.num_rows()));
+        batches.push(
+            RecordBatch::try_new_with_options(schema.clone(), cols, &options)
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    p.schema = schema;
+    p.batches = batches;
+    Ok(out)
+}
+
+/// Rows (ascending) whose value DuckDB cannot cast to `live` and read back
+/// as the same text.
+fn engine_check(conn: &Connection, column: &dyn Array, live: &str) -> Result<Vec<usize>, String> {
+    const CHECK: &str = "millpond_exact_check";
+    let source = duck_type(column.data_type());
+    let rows: UInt32Array = (0..column.len() as u32).collect();
+    let batch = RecordBatch::try_from_iter([
+        ("i", Arc::new(rows) as ArrayRef),
+        ("c", arrow::array::make_array(column.to_data())),
+    ])
+    .map_err(|e| e.to_string())?;
+    let run = || -> duckdb::Result<Vec<usize>> {
+        conn.execute_batch(&format!(
+            "CREATE OR REPLACE TEMP TABLE {CHECK} (i UINTEGER, c {source})"
+        ))?;
+        conn.appender(CHECK)?.append_record_batch(batch)?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT i FROM {CHECK} WHERE c IS NOT NULL AND \
+             TRY_CAST(TRY_CAST(c AS {live}) AS VARCHAR) IS DISTINCT FROM CAST(c AS VARCHAR) \
+             ORDER BY i"
+        ))?;
+        let rows = stmt.query_map([], |r| r.get::<_, u32>(0))?;
+        rows.map(|r| r.map(|i| i as usize)).collect()
+    };
+    let result = run();
+    let _ = conn.execute_batch(&format!("DROP TABLE IF EXISTS {CHECK}"));
+    result.map_err(|e| format!("checking values against {}: {e}", sql::literal(live)))
+}
