@@ -27,7 +27,8 @@ bin=$CARGO_TARGET_DIR/release
 cargo build --release --workspace --bins >&2
 rm -rf "$dir" && mkdir -p "$dir"
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done' EXIT
+trap 'exit 130' INT TERM
 
 if [ -n "$jsonl" ]; then
     load=(--jsonl "$jsonl")
@@ -66,6 +67,8 @@ end=$(date +%s.%N)
 rss() { awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 ci=$(cpu "$ingest"); cw=$(awk -v a="$(cpu "$writer")" -v b="$cw0" 'BEGIN {printf "%.2f", a - b}'); ri=$(rss "$ingest"); rw=$(rss "$writer")
 written=$(metric 8101 millpond_records_written_total)
+consumed=$(metric 8100 millpond_records_consumed_total)
+[ "$consumed" -eq "$events" ] || millpond_die "ingest consumed $consumed of $events records: the mock broker keeps ~5 MiB per partition and dropped the rest; raise BENCH_PARTITIONS"
 bytes=$(curl -sf http://127.0.0.1:8101/metrics | awk '$1 ~ /^millpond_flush_size_bytes_sum/ {printf "%d", $2}')
 kill -TERM "$ingest"; wait "$ingest" || true
 kill -TERM "$writer"; wait "$writer" || true

@@ -46,9 +46,7 @@ pub struct IngestConfig {
 /// Liveness: unhealthy when the last poll is older than this.
 pub const LIVENESS: Duration = Duration::from_secs(480);
 
-/// Default of MILLPOND_MAX_COLUMNS: most payload columns one flush (and one
-/// table) grows to; values of further keys become dead letters.
-pub const DEFAULT_MAX_COLUMNS: usize = 1000;
+pub use millpond_shared::config::DEFAULT_MAX_COLUMNS;
 
 /// `millpond-3` -> 3; None without a trailing number.
 pub fn ordinal_from(name: &str) -> Option<i32> {

@@ -364,6 +364,46 @@ async fn values_are_never_changed_silently(backend: Backend) {
     );
 }
 
+/// MILLPOND_MAX_COLUMNS caps the table: keys beyond it are dead letters.
+async fn the_table_stops_growing_at_max_columns(backend: Backend) {
+    let lake = Lake::new(backend, "events").with_env("MILLPOND_MAX_COLUMNS", "3");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    let ints = |v: i64| Arc::new(Int64Array::from(vec![v])) as arrow::array::ArrayRef;
+    let b1 = RecordBatch::try_from_iter([
+        ("a", ints(1)),
+        ("b", ints(2)),
+        ("c", ints(3)),
+        ("d", ints(4)),
+    ])
+    .unwrap();
+    let ack = send(&mut c, "f1", b1, 0).await;
+    assert_eq!((ack.rows_written, ack.dead_letters_written), (1, 1));
+    let b2 = RecordBatch::try_from_iter([("a", ints(5)), ("e", ints(6))]).unwrap();
+    send(&mut c, "f2", b2, 1).await;
+    assert_eq!(
+        writer.metric(
+            "millpond_dead_letter_values_total",
+            &[("reason", "too_many_columns")]
+        ),
+        2.0
+    );
+    writer.stop();
+    let cols: Vec<String> = lake.columns().into_iter().map(|c| c.0).collect();
+    assert_eq!(cols, ["a", "b", "c", "_inserted_at"]);
+    assert_eq!(
+        lake.query("SELECT a, b FROM lake.main.events ORDER BY a"),
+        ["1|2", "5|NULL"]
+    );
+    assert_eq!(
+        lake.query(
+            "SELECT kafka_offset, column_name, original::VARCHAR FROM lake.main.events_dead_letters \
+             WHERE reason = 'too_many_columns' ORDER BY kafka_offset"
+        ),
+        ["0|d|4", "1|e|6"]
+    );
+}
+
 /// Table and schema names that are SQL keywords, with partitioning on.
 async fn keyword_names_work(backend: Backend) {
     let lake = Lake::new(backend, "order");
@@ -547,7 +587,8 @@ every_backend!(
     resent_flush_is_not_written_twice,
     zero_row_flush_only_advances_offsets,
     schema_evolves_across_flushes,
-    values_are_never_changed_silently
+    values_are_never_changed_silently,
+    the_table_stops_growing_at_max_columns
 );
 
 /// Not on the DuckDB-file catalog: nobody else can open it while the writer runs.

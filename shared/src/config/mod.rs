@@ -14,6 +14,11 @@ pub use errors::{ConfigError, ConfigErrors};
 pub use secret::Secret;
 
 /// `[a-zA-Z_][a-zA-Z0-9_]*`: the only names interpolated into generated SQL.
+/// Default of MILLPOND_MAX_COLUMNS, read by both processes: the most payload
+/// columns one flush carries (ingest) and one table grows to (writer);
+/// values of further keys become dead letters (`too_many_columns`).
+pub const DEFAULT_MAX_COLUMNS: usize = 1000;
+
 pub fn is_safe_identifier(name: &str) -> bool {
     let mut chars = name.chars();
     match chars.next() {

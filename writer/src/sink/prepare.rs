@@ -152,6 +152,42 @@ pub fn prepare(flush: &Flush, reserved: &[&str]) -> Result<Prepared, SinkError> 
     Ok(out)
 }
 
+impl Prepared {
+    /// Takes the columns `names` out of the batches; each of their values
+    /// becomes a dead letter with `reason`.
+    pub fn refuse(&mut self, names: &[String], reason: &str, ranges: &[OffsetRange]) {
+        if names.is_empty() {
+            return;
+        }
+        let keep: Vec<usize> = (0..self.schema.fields().len())
+            .filter(|&i| !names.contains(self.schema.field(i).name()))
+            .collect();
+        for (b, batch) in self.batches.iter().enumerate() {
+            let coords = self.coordinates.get(b).and_then(Option::as_ref);
+            for name in names {
+                let Some(col) = batch.column_by_name(name) else {
+                    continue;
+                };
+                for row in (0..col.len()).filter(|&r| col.is_valid(r)) {
+                    let at = coords.map(|c| c.get(row));
+                    self.dead_letters.push(DeadLetter::value(
+                        topic_of(ranges, at),
+                        at,
+                        reason,
+                        name,
+                        "",
+                        value_text(col.as_ref(), row),
+                    ));
+                }
+            }
+        }
+        self.schema = Arc::new(self.schema.project(&keep).expect("indices of this schema"));
+        for batch in &mut self.batches {
+            *batch = batch.project(&keep).expect("indices of this schema");
+        }
+    }
+}
+
 fn is_coordinate(name: &str) -> bool {
     [
         coordinates::PARTITION,

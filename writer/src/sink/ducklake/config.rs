@@ -95,6 +95,9 @@ pub struct DuckLakeConfig {
     /// DUCKLAKE_PARTITION_FENCE (default off): fence a second owner of a
     /// partition (see fence.rs), at a cost per partition per flush.
     pub partition_fence: bool,
+    /// MILLPOND_MAX_COLUMNS: the most payload columns the table grows to;
+    /// values of further new keys become dead letters.
+    pub max_columns: usize,
 }
 
 /// Names the sink adds itself; payload columns with these names are refused.
@@ -153,6 +156,10 @@ impl DuckLakeConfig {
         }
         let dead_letter_table = dead_letter_table(r, table.as_deref());
         let partition_fence = r.bool_opt("DUCKLAKE_PARTITION_FENCE").unwrap_or(false);
+        let max_columns = r.positive_u64(
+            "MILLPOND_MAX_COLUMNS",
+            millpond_shared::config::DEFAULT_MAX_COLUMNS as u64,
+        ) as usize;
         let home = r.env().get("HOME").unwrap_or("/root").to_owned();
         let extension_dir = PathBuf::from(r.string_or(
             "DUCKDB_EXTENSION_DIR",
@@ -222,6 +229,7 @@ impl DuckLakeConfig {
             row_group_bytes,
             dead_letter_table: dead_letter_table?,
             partition_fence,
+            max_columns,
         })
     }
 

@@ -25,7 +25,7 @@ use duckdb::Connection;
 
 use self::session::Session;
 use millpond_proto::{AckOutcome, OffsetRange};
-use millpond_shared::metrics::{error_type, skip_reason, WriterMetrics};
+use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason, WriterMetrics};
 use millpond_shared::retry::Ladder;
 
 use self::classify::classify;
@@ -370,6 +370,20 @@ impl Sink for DuckLakeSink {
             for c in &evo.added {
                 tracing::info!(column = %c, "column added");
             }
+            if !evo.over_limit.is_empty() {
+                tracing::warn!(columns = evo.over_limit.len(), first = %evo.over_limit[0],
+                    max_columns = self.cfg.max_columns,
+                    "table is at MILLPOND_MAX_COLUMNS; values of new keys go to the dead-letter table");
+                self.metrics
+                    .errors
+                    .with_label_values(&[error_type::SCHEMA])
+                    .inc();
+            }
+            prepared.refuse(
+                &evo.over_limit,
+                dead_letter_reason::TOO_MANY_COLUMNS,
+                &flush.ranges,
+            );
             let done = to_live::to_live(conn, &mut prepared, &evo.refused, &flush.ranges)
                 .map_err(|e| classify(connect::scrub(&self.cfg, &e)))?;
             for (col, live, lost) in &done.failed {

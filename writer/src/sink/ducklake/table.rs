@@ -37,6 +37,8 @@ pub struct Evolution {
     /// (column, live type, batch type) whose values must be converted to
     /// the live type: narrowing, incompatible, or changed by another writer.
     pub refused: Vec<(String, String, String)>,
+    /// New columns not added: the table is at MILLPOND_MAX_COLUMNS.
+    pub over_limit: Vec<String>,
 }
 
 /// Creates the lake schema when it is not `main` (another writer may be
@@ -75,9 +77,11 @@ pub fn ensure(
     }
     if live.as_ref().is_some_and(HashMap::is_empty) {
         ensure_schema(conn, cfg);
+        // At most MILLPOND_MAX_COLUMNS; the rest meet the limit below.
         let mut cols: Vec<String> = schema
             .fields()
             .iter()
+            .take(cfg.max_columns)
             .map(|f| format!("{} {}", ident(f.name()), duck_type(f.data_type())))
             .collect();
         cols.push("_inserted_at TIMESTAMP WITH TIME ZONE".into());
@@ -126,11 +130,17 @@ pub fn ensure(
     // inserts conflict with DDL, so one commit per flush, not per column.
     let cols = live.as_mut().expect("loaded above");
     let mut ddl = Vec::new();
+    // Payload columns the table may still grow by (_inserted_at is ours).
+    let mut room = cfg
+        .max_columns
+        .saturating_sub(cols.keys().filter(|c| c.as_str() != "_inserted_at").count());
     for f in schema.fields() {
         let lower = f.name().to_ascii_lowercase();
         let batch_type = duck_type(f.data_type());
         match cols.get(&lower) {
+            None if room == 0 => evo.over_limit.push(f.name().clone()),
             None => {
+                room -= 1;
                 ddl.push(format!(
                     "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {} {batch_type}",
                     ident(f.name())
@@ -160,6 +170,9 @@ pub fn ensure(
         *cols = read_columns(conn, cfg).map_err(|e| duck_err(cfg, e))?;
     }
     for f in schema.fields() {
+        if evo.over_limit.contains(f.name()) {
+            continue;
+        }
         let batch_type = duck_type(f.data_type());
         match cols.get(&f.name().to_ascii_lowercase()) {
             Some(live_type) if *live_type != batch_type => {
