@@ -148,6 +148,7 @@ impl Pending {
                 column: String::new(),
                 live_type: String::new(),
                 original,
+                value_level: false,
             });
         }
         for o in converted.overflow {

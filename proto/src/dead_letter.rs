@@ -30,6 +30,7 @@ impl DeadLetter {
             column: column.to_owned(),
             live_type: live_type.to_owned(),
             original,
+            value_level: true,
         }
     }
 }

@@ -69,6 +69,10 @@ pub struct DeadLetter {
     /// value-level one.
     #[prost(bytes = "vec", tag = "9")]
     pub original: ::prost::alloc::vec::Vec<u8>,
+    /// True for a value-level dead letter: the record was written as a row with
+    /// this value NULL (or without this key). False: the record is not a row.
+    #[prost(bool, tag = "10")]
+    pub value_level: bool,
 }
 /// PutResult.app_metadata of a successful DoPut: the flush is durable.
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -63,6 +63,8 @@ struct JsonDeadLetter {
     #[serde(default)]
     live_type: String,
     original: String,
+    #[serde(default)]
+    value_level: bool,
 }
 
 impl From<JsonRange> for OffsetRange {
@@ -108,6 +110,7 @@ impl From<JsonDescriptor> for FlushDescriptor {
                     column: l.column,
                     live_type: l.live_type,
                     original: l.original.into_bytes(),
+                    value_level: l.value_level,
                 })
                 .collect(),
         }

@@ -79,7 +79,12 @@ pub fn batch(flush_id: &str, letters: &[&DeadLetter]) -> (SchemaRef, RecordBatch
         Arc::new(StringArray::from_iter_values(
             letters.iter().map(|l| l.reason.as_str()),
         )),
-        text(|l| l.column.as_str()),
+        // A value-level letter names its column, even the empty key "".
+        Arc::new(StringArray::from_iter(
+            letters
+                .iter()
+                .map(|l| l.value_level.then_some(l.column.as_str())),
+        )),
         text(|l| l.live_type.as_str()),
         Arc::new(BinaryArray::from_iter_values(
             letters.iter().map(|l| l.original.as_slice()),

@@ -197,10 +197,10 @@ impl DuckLakeSink {
     /// then discarded).
     fn count_dead_letters(&self, flush_id: &str, letters: &[&DeadLetter]) {
         for l in letters {
-            let metric = if l.column.is_empty() {
-                &self.metrics.dead_letters
-            } else {
+            let metric = if l.value_level {
                 &self.metrics.dead_letter_values
+            } else {
+                &self.metrics.dead_letters
             };
             metric.with_label_values(&[l.reason.as_str()]).inc();
         }
