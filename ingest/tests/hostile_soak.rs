@@ -70,7 +70,7 @@ fn hostile(rng: &mut StdRng, i: u64) -> Vec<u8> {
         }
         // Lone surrogate escapes and control characters.
         8 => br#"{"s":"\ud800","t":"ok"}"#.to_vec(),
-        _ => format!(r#"{{"mixed":{}}}"#, if i % 2 == 0 { "\"text\"".to_owned() } else { i.to_string() }).into_bytes(),
+        _ => format!(r#"{{"mixed":{}}}"#, if i.is_multiple_of(2) { "\"text\"".to_owned() } else { i.to_string() }).into_bytes(),
     }
 }
 
@@ -163,7 +163,7 @@ fn a_million_hostile_payloads_are_all_accounted_for() {
     );
     // Two flushes' worth plus the runtime: bounded by FLUSH_BYTES, not by the input.
     assert!(
-        peak < (2 * FLUSH_BYTES >> 20) as f64 + 300.0,
+        peak < ((2 * FLUSH_BYTES) >> 20) as f64 + 300.0,
         "peak RSS {peak:.0} MB"
     );
 }
