@@ -22,7 +22,13 @@ impl Writer {
         env.push(("MILLPOND_WRITER_ADDR".into(), format!("127.0.0.1:{port}")));
         env.push(("MILLPOND_WRITER_HTTP_PORT".into(), http_port.to_string()));
         env.push(("MILLPOND_HTTP_HOST".into(), "127.0.0.1".into()));
-        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        // One pod unless a test says otherwise: a restarted writer is the
+        // same lease owner, as in a StatefulSet.
+        env.push(("POD_NAME".into(), "millpond-0".into()));
+        for (k, v) in extra {
+            env.retain(|(ek, _)| ek != k);
+            env.push((k.to_string(), v.to_string()));
+        }
         let mut proc = Proc::spawn("millpond-writer", &env, lake.dir.path());
         wait_http_ok(
             &format!("http://127.0.0.1:{http_port}/readyz"),

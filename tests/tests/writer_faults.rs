@@ -201,66 +201,94 @@ fn millpond_writer_error(status: &tonic::Status) -> millpond_proto::WriteError {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_owner_of_a_partition_is_fenced() {
     let lake = Lake::new(Backend::PostgresS3, "events");
-    let fence = ("DUCKLAKE_PARTITION_FENCE", "true");
-    let held = Writer::start_with(
+    let lease = ("DUCKLAKE_PARTITION_LEASE_S", "10");
+    let old = Writer::start_with(
         &lake,
-        &[fence, ("MILLPOND_FAILPOINT", "pause_before_commit:3000")],
+        &[
+            lease,
+            ("POD_NAME", "millpond-old"),
+            ("MILLPOND_FAILPOINT", "pause_before_commit:3000"),
+        ],
     );
-    let quick = Writer::start_with(&lake, &[fence]);
+    let new = Writer::start_with(&lake, &[lease, ("POD_NAME", "millpond-new")]);
     let same = descriptor("same-range", vec![r(0, 0, 999)], 1000);
 
-    // The same flush to both: one writes, the other finds it recorded.
-    let (a, b) = (held.addr.clone(), quick.addr.clone());
-    let d = same.clone();
+    // The old owner takes partition 0 and is held between check and commit;
+    // the new owner is refused meanwhile: retryable, nothing written.
+    let (a, d) = (old.addr.clone(), same.clone());
     let slow = tokio::spawn(async move {
         let mut c = client(&a).await;
         put(&mut c, &d, vec![rows(0, 1000)]).await
     });
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let mut c = client(&b).await;
-    let fast = put(&mut c, &same, vec![rows(0, 1000)]).await.unwrap();
-    let slow = slow
+    let mut c = client(&new.addr).await;
+    let refused = put(&mut c, &same, vec![rows(0, 1000)])
         .await
-        .unwrap()
-        .expect("the held writer acknowledges too");
-    let mut outcomes = vec![fast.outcome(), slow.outcome()];
-    outcomes.sort_by_key(|o| *o as i32);
+        .expect_err("leased");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(refused.message().contains("millpond-old"), "{refused:?}");
+    let slow = slow.await.unwrap().expect("the lease holder writes");
+    assert_eq!(slow.outcome(), AckOutcome::Written);
     assert_eq!(
-        outcomes,
-        [AckOutcome::Written, AckOutcome::AlreadyRecorded],
-        "exactly one writes"
+        new.metric("millpond_errors_total", &[("type", "partition_leased")]),
+        1.0
     );
 
-    // Overlapping cuts of one partition: the held one is refused.
-    let (a, b) = (held.addr.clone(), quick.addr.clone());
-    let slow = tokio::spawn(async move {
-        let mut c = client(&a).await;
-        let d = descriptor("held-cut", vec![r(0, 1000, 1999)], 1000);
-        put(&mut c, &d, vec![rows(1000, 1000)]).await
-    });
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let mut c = client(&b).await;
-    let d = descriptor("other-cut", vec![r(0, 1000, 1499)], 500);
-    let fast = put(&mut c, &d, vec![rows(1000, 500)]).await.unwrap();
-    assert_eq!(fast.outcome(), AckOutcome::Written);
-    let refused = slow.await.unwrap().expect_err("overlap refused");
-    assert_eq!(
-        refused.code(),
-        tonic::Code::FailedPrecondition,
-        "{refused:?}"
-    );
-
-    // A disjoint partition is never held up by the fence.
-    let d = descriptor("p1", vec![r(1, 0, 99)], 100);
-    let ack = put(&mut c, &d, vec![rows(5000, 100)]).await.unwrap();
+    // A disjoint partition is never held up.
+    let ack = put(
+        &mut c,
+        &descriptor("p1", vec![r(1, 0, 99)], 100),
+        vec![rows(5000, 100)],
+    )
+    .await
+    .unwrap();
     assert_eq!(ack.outcome(), AckOutcome::Written);
 
-    drop(held);
-    quick.stop();
-    assert_eq!(lake.count(), 1600, "1000 + 500 + 100, nothing twice");
+    // The old pod stops and releases its leases: the new owner takes over at
+    // once, finds the range recorded, and goes on.
+    old.stop();
+    let ack = put(&mut c, &same, vec![rows(0, 1000)]).await.unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::AlreadyRecorded);
+    let d = descriptor("next", vec![r(0, 1000, 1499)], 500);
+    assert_eq!(
+        put(&mut c, &d, vec![rows(1000, 500)])
+            .await
+            .unwrap()
+            .outcome(),
+        AckOutcome::Written
+    );
+
+    // A killed owner's lease runs out on its own.
+    let doomed = Writer::start_with(&lake, &[lease, ("POD_NAME", "millpond-doomed")]);
+    let mut cd = client(&doomed.addr).await;
+    let d = descriptor("doomed", vec![r(2, 0, 99)], 100);
+    put(&mut cd, &d, vec![rows(6000, 100)]).await.unwrap();
+    let claimed = std::time::Instant::now();
+    let mut doomed = doomed;
+    doomed.proc.kill9();
+    let d = descriptor("after", vec![r(2, 100, 199)], 100);
+    let e = put(&mut c, &d, vec![rows(6100, 100)])
+        .await
+        .expect_err("still leased");
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+    tokio::time::sleep(Duration::from_secs(11).saturating_sub(claimed.elapsed())).await;
+    assert_eq!(
+        put(&mut c, &d, vec![rows(6100, 100)])
+            .await
+            .unwrap()
+            .outcome(),
+        AckOutcome::Written
+    );
+
+    new.stop();
+    assert_eq!(
+        lake.count(),
+        1800,
+        "1000 + 100 + 500 + 100 + 100, nothing twice"
+    );
     assert_eq!(
         lake.column_text("count(DISTINCT id)"),
-        vec![Some("1600".into())]
+        vec![Some("1800".into())]
     );
 }
 
@@ -339,7 +367,9 @@ async fn four_writers_evolving_one_table_never_exhaust_their_retries() {
         tasks.push(tokio::spawn(async move {
             let mut c = client(&addr).await;
             for f in 0..FLUSHES {
-                let ids: Vec<i64> = (0..200).map(|i| (w as i64) * 1_000_000 + f * 1000 + i).collect();
+                let ids: Vec<i64> = (0..200)
+                    .map(|i| (w as i64) * 1_000_000 + f * 1000 + i)
+                    .collect();
                 let col = |v: i64| Arc::new(Int64Array::from(vec![v; 200])) as ArrayRef;
                 let batch = RecordBatch::try_from_iter([
                     ("id", Arc::new(Int64Array::from(ids)) as ArrayRef),
@@ -347,7 +377,11 @@ async fn four_writers_evolving_one_table_never_exhaust_their_retries() {
                     (format!("own_{w}_{f}").as_str(), col(w as i64)),
                 ])
                 .unwrap();
-                let d = descriptor(&format!("w{w}-f{f}"), vec![r(w as i32, f * 200, f * 200 + 199)], 200);
+                let d = descriptor(
+                    &format!("w{w}-f{f}"),
+                    vec![r(w as i32, f * 200, f * 200 + 199)],
+                    200,
+                );
                 let ack = put(&mut c, &d, vec![batch])
                     .await
                     .unwrap_or_else(|e| panic!("writer {w} flush {f}: {e}"));
@@ -363,7 +397,10 @@ async fn four_writers_evolving_one_table_never_exhaust_their_retries() {
         .map(|w| {
             (
                 w.metric("millpond_errors_total", &[("type", "write_retry")]),
-                w.metric("millpond_errors_total", &[("type", "ducklake_commit_contention")]),
+                w.metric(
+                    "millpond_errors_total",
+                    &[("type", "ducklake_commit_contention")],
+                ),
             )
         })
         .collect();
@@ -376,7 +413,11 @@ async fn four_writers_evolving_one_table_never_exhaust_their_retries() {
         vec![Some((4 * FLUSHES * 200).to_string())]
     );
     let cols = lake.columns();
-    assert_eq!(cols.len(), 1 + FLUSHES as usize + 4 * FLUSHES as usize + 1, "{cols:?}");
+    assert_eq!(
+        cols.len(),
+        1 + FLUSHES as usize + 4 * FLUSHES as usize + 1,
+        "{cols:?}"
+    );
     assert_eq!(
         lake.column_text("count(own_3_5)"),
         vec![Some("200".into())],

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use millpond_shared::metrics::WriterMetrics;
 
-use crate::sink::{Durable, Flush, Receipt, Sink, SinkError};
+use crate::sink::{Durable, Flush, Receipt, Sink, SinkError, SinkErrorKind};
 
 #[derive(Debug)]
 pub struct WriteFailure {
@@ -38,6 +38,15 @@ pub fn write_with_retry(
                     .errors
                     .with_label_values(&[error.error_type()])
                     .inc();
+                if error.kind == SinkErrorKind::Leased {
+                    // The sender resends; waiting here would only hold the sink.
+                    tracing::info!(flush_id = %flush.id, error = %error.message, "flush refused for now");
+                    return Err(WriteFailure {
+                        error,
+                        attempts,
+                        exhausted: false,
+                    });
+                }
                 if !error.is_retryable() && !fresh {
                     tracing::warn!(flush_id = %flush.id, attempt = attempts, error = %error.message,
                         "write failed; re-reading the catalog before believing the error is permanent");

@@ -24,6 +24,8 @@ pub mod error_type {
     pub const OFFSET_COMMIT: &str = "offset_commit";
     pub const SCHEMA: &str = "schema";
     pub const FLIGHT: &str = "flight";
+    /// A flush refused because another writer holds a partition's lease.
+    pub const PARTITION_LEASED: &str = "partition_leased";
 }
 
 /// Labels of `millpond_records_skipped_total{reason}`.

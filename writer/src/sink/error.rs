@@ -10,6 +10,10 @@ pub enum SinkErrorKind {
     Transient,
     /// The same request can never succeed: do not retry.
     Permanent,
+    /// Another writer holds the lease of a partition in the flush: the
+    /// sender should resend later (after the lease ends or is released).
+    /// Not retried inside the writer and never fatal to it.
+    Leased,
 }
 
 /// A failed write. Messages are scrubbed of secrets before construction.
@@ -47,6 +51,7 @@ impl SinkError {
     pub fn error_type(&self) -> &'static str {
         match self.kind {
             SinkErrorKind::Contention => error_type::DUCKLAKE_COMMIT_CONTENTION,
+            SinkErrorKind::Leased => error_type::PARTITION_LEASED,
             SinkErrorKind::Transient | SinkErrorKind::Permanent => error_type::WRITE_RETRY,
         }
     }

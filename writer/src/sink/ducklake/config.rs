@@ -92,9 +92,13 @@ pub struct DuckLakeConfig {
     /// DUCKLAKE_DEAD_LETTER_TABLE (default `<table>_dead_letters`, `off`
     /// for none): where records that cannot be rows are kept.
     pub dead_letter_table: Option<String>,
-    /// DUCKLAKE_PARTITION_FENCE (default off): fence a second owner of a
-    /// partition (see fence.rs), at a cost per partition per flush.
+    /// DUCKLAKE_PARTITION_FENCE (default on): a writer writes a partition
+    /// only while it holds the partition's lease (see fence.rs).
     pub partition_fence: bool,
+    /// DUCKLAKE_PARTITION_LEASE_S (default 60, at least 3).
+    pub partition_lease: std::time::Duration,
+    /// Who holds leases: POD_NAME, else HOSTNAME, else a random id.
+    pub lease_owner: String,
     /// MILLPOND_MAX_COLUMNS: the most payload columns the table grows to;
     /// values of further new keys become dead letters.
     pub max_columns: usize,
@@ -155,7 +159,19 @@ impl DuckLakeConfig {
             }
         }
         let dead_letter_table = dead_letter_table(r, table.as_deref());
-        let partition_fence = r.bool_opt("DUCKLAKE_PARTITION_FENCE").unwrap_or(false);
+        let partition_fence = r.bool_opt("DUCKLAKE_PARTITION_FENCE").unwrap_or(true);
+        let lease_s = r.positive_u64("DUCKLAKE_PARTITION_LEASE_S", 60);
+        if lease_s < 3 {
+            r.errors.push(
+                "DUCKLAKE_PARTITION_LEASE_S",
+                format!("must be at least 3 seconds (got {lease_s})"),
+            );
+        }
+        let partition_lease = std::time::Duration::from_secs(lease_s);
+        let lease_owner = r
+            .optional("POD_NAME")
+            .or_else(|| r.optional("HOSTNAME"))
+            .unwrap_or_else(|| format!("writer-{}", uuid::Uuid::new_v4()));
         let max_columns = r.positive_u64(
             "MILLPOND_MAX_COLUMNS",
             millpond_shared::config::DEFAULT_MAX_COLUMNS as u64,
@@ -229,6 +245,8 @@ impl DuckLakeConfig {
             row_group_bytes,
             dead_letter_table: dead_letter_table?,
             partition_fence,
+            partition_lease,
+            lease_owner,
             max_columns,
         })
     }

@@ -1,113 +1,259 @@
-//! Fencing a second owner of a partition.
+//! Fencing a second owner of a partition with leases.
 //!
 //! Two writers handed the same partition at once (a terminating pod's final
 //! flush while the new owner writes, a hand-made replay) would both pass the
 //! already-recorded check and both commit: DuckLake lets concurrent inserts
-//! through. It does refuse a commit whose table another transaction deleted
-//! from meanwhile, and it tracks that per table (measured: two updates of
-//! different rows of one table conflict too). So every (topic, partition)
-//! has a one-row fence table, and every flush replaces that row inside its
-//! write transaction: of two transactions claiming the same partition the
-//! second to commit fails ("Transaction conflict"), is retried, and then
-//! finds the range recorded. Writers of disjoint partitions touch disjoint
-//! fence tables and never abort each other.
+//! through. So a writer writes a partition only while it holds that
+//! partition's lease, a row of `<schema>._millpond_leases_<table>`
+//! (topic, kafka_partition, owner, expires_at) in the lake:
 //!
-//! Opt-in (DUCKLAKE_PARTITION_FENCE): measured with scripts/bench-fence.sh
-//! (4 writers, Postgres catalog, 16 partitions per flush), each flush took
-//! ~1.0 s instead of ~0.18 s: two catalog statements per partition.
-use std::collections::HashSet;
+//! * Claiming is a small transaction of its own: it takes the partitions
+//!   whose lease is this owner's or has expired, and gives up (rolls back,
+//!   retryable) when another owner's lease is still running. DuckLake
+//!   refuses the second of two concurrent claims on the table, which is then
+//!   retried: claims are serialised, and they are cheap.
+//! * A lease lasts `DUCKLAKE_PARTITION_LEASE_S`; a writer renews it only when
+//!   less than two thirds remain, so most flushes pay nothing, and it never
+//!   commits a write with less than a third left (it renews first). Another
+//!   owner can take the partition only after the lease expired, by which time
+//!   this writer's last write is committed, so the new owner's
+//!   already-recorded check sees it.
+//! * A stopping writer releases its leases, so the next owner starts at once.
+//!   A killed one's leases expire.
+//!
+//! What it assumes: the catalog clients' clocks agree to within a third of
+//! the lease, and no write transaction spends more than a third of the lease
+//! between its last check and its commit. The owner is the pod's name
+//! (`POD_NAME`, else `HOSTNAME`), so a writer restarted in the same pod takes
+//! its leases back at once; without either it is a random id per process.
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use duckdb::Connection;
 use millpond_proto::OffsetRange;
 
+use millpond_shared::retry::Ladder;
+
 use super::config::DuckLakeConfig;
 use super::sql::literal;
+use crate::sink::{SinkError, SinkErrorKind};
 
-/// Prefix of every fence table's name.
-pub const PREFIX: &str = "_millpond_fence_";
+/// Claims that collide with another writer's claim: 8 attempts, 25 ms
+/// doubling with up to +100 % jitter (about 6 s in all).
+const CLAIM: Ladder = Ladder {
+    attempts: 8,
+    base: Duration::from_millis(25),
+    jitter: 1.0,
+};
 
-#[derive(Default)]
 pub struct Fence {
-    /// Fence tables known to exist in this session.
-    known: HashSet<String>,
+    owner: String,
+    lease: Duration,
+    /// (topic, partition) -> when this writer's lease ends, by its own clock
+    /// (measured from before the claim began: never later than the lake's).
+    held: HashMap<(String, i32), Instant>,
+    table_ready: bool,
 }
 
-/// `_millpond_fence_<table>_<partition>_<hash of topic>`: topics may hold
-/// characters a table name cannot, and several topics may feed one table.
-pub fn table_name(target: &str, topic: &str, partition: i32) -> String {
-    // FNV-1a: stable across versions and platforms, unlike std's hasher.
-    let hash = topic.bytes().fold(0x811c_9dc5_u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
-    format!("{PREFIX}{target}_{partition}_{hash:08x}")
+/// `_millpond_leases_<table>`: one lease table per target table, so the
+/// claims of unrelated pipelines never conflict.
+pub fn table_name(target: &str) -> String {
+    format!("_millpond_leases_{target}")
 }
 
 impl Fence {
-    /// Forgets what exists (after a failed attempt, with the session).
-    pub fn reset(&mut self) {
-        self.known.clear();
+    pub fn new(owner: String, lease: Duration) -> Fence {
+        Fence {
+            owner,
+            lease,
+            held: HashMap::new(),
+            table_ready: false,
+        }
     }
 
-    /// Creates, outside the write transaction, the fence tables of `ranges`
-    /// that do not exist yet, each holding its one row from the start (a
-    /// delete that finds nothing would not conflict).
-    pub fn ensure(
+    /// Forgets the session's state (after a failed attempt). Held leases stay
+    /// valid in the lake and are renewed by the next claim.
+    pub fn reset(&mut self) {
+        self.table_ready = false;
+    }
+
+    fn remaining(&self, r: &OffsetRange, now: Instant) -> Duration {
+        self.held
+            .get(&(r.topic.clone(), r.partition))
+            .map_or(Duration::ZERO, |end| end.saturating_duration_since(now))
+    }
+
+    /// Makes sure this writer holds the lease of every partition in
+    /// `ranges` for at least a third of the lease; claims or renews (in its
+    /// own small transaction) when less than two thirds remain. Claims that
+    /// collide with other writers' claims are retried here, briefly: they
+    /// are cheap and expected when pods start together.
+    pub fn hold(
         &mut self,
         conn: &Connection,
         cfg: &DuckLakeConfig,
         ranges: &[OffsetRange],
-    ) -> duckdb::Result<()> {
-        for r in ranges {
-            let name = table_name(&cfg.table, &r.topic, r.partition);
-            if self.known.contains(&name) {
-                continue;
-            }
-            let table = cfg.sql_name(&name);
-            let create = format!(
-                "CREATE TABLE IF NOT EXISTS {table} AS SELECT {} AS topic, {} AS kafka_partition, \
-                 -1::BIGINT AS last_offset, ''::VARCHAR AS flush_id",
-                literal(&r.topic),
-                r.partition
-            );
-            if let Err(e) = conn.execute_batch(&create) {
-                // Another writer may have created it at the same moment.
-                if conn
-                    .execute_batch(&format!("SELECT 1 FROM {table} LIMIT 0"))
-                    .is_err()
-                {
-                    return Err(e);
-                }
-            }
-            self.known.insert(name);
+    ) -> Result<(), SinkError> {
+        let now = Instant::now();
+        if ranges
+            .iter()
+            .all(|r| self.remaining(r, now) > self.lease * 2 / 3)
+        {
+            return Ok(());
         }
-        Ok(())
+        self.ensure_table(conn, cfg)?;
+        let mut failed = 0;
+        loop {
+            let started = Instant::now();
+            match self.claim(conn, cfg, ranges) {
+                Ok(()) => {
+                    for r in ranges {
+                        self.held
+                            .insert((r.topic.clone(), r.partition), started + self.lease);
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.kind == SinkErrorKind::Contention => match CLAIM.delay(failed, None) {
+                    Some(d) => {
+                        std::thread::sleep(d);
+                        failed += 1;
+                    }
+                    None => return Err(e),
+                },
+                Err(e) => return Err(e),
+            }
+        }
     }
 
-    /// Statements run inside the write transaction: each partition's fence
-    /// row replaced by this flush's.
-    pub fn claim_sql(
+    /// One claim transaction: the partitions' rows created when missing,
+    /// then taken where this owner holds them or their lease has ended.
+    fn claim(
         &self,
+        conn: &Connection,
         cfg: &DuckLakeConfig,
-        flush_id: &str,
         ranges: &[OffsetRange],
-    ) -> Vec<String> {
+    ) -> Result<(), SinkError> {
+        let table = cfg.sql_name(&table_name(&cfg.table));
+        let mut topics: Vec<&str> = ranges.iter().map(|r| r.topic.as_str()).collect();
+        topics.sort_unstable();
+        topics.dedup();
+        let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
+        for topic in &topics {
+            let parts = partitions(ranges, topic);
+            sql.push(format!(
+                "INSERT INTO {table} SELECT {t}, p, '', TIMESTAMPTZ '1970-01-01 00:00:00+00' \
+                 FROM unnest([{parts}]) AS u(p) \
+                 WHERE p NOT IN (SELECT kafka_partition FROM {table} WHERE topic = {t})",
+                t = literal(topic),
+            ));
+            sql.push(format!(
+                "UPDATE {table} SET owner = {owner}, expires_at = now() + INTERVAL {secs} SECOND \
+                 WHERE topic = {t} AND kafka_partition IN ({parts}) \
+                 AND (owner = {owner} OR expires_at < now())",
+                owner = literal(&self.owner),
+                secs = self.lease.as_secs(),
+                t = literal(topic),
+            ));
+        }
+        let run = conn.execute_batch(&sql.join(";\n")).and_then(|()| {
+            // Anyone else's running lease on these partitions?
+            let mut others = Vec::new();
+            for topic in &topics {
+                let mut stmt = conn.prepare(&format!(
+                    "SELECT kafka_partition, owner, expires_at::VARCHAR FROM {table} \
+                     WHERE topic = ? AND kafka_partition IN ({}) AND owner <> ? AND expires_at >= now()",
+                    partitions(ranges, topic)
+                ))?;
+                let rows = stmt.query_map(duckdb::params![topic, self.owner], |row| {
+                    Ok(format!(
+                        "partition {} held by {} until {}",
+                        row.get::<_, i32>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?
+                    ))
+                })?;
+                for r in rows {
+                    others.push(r?);
+                }
+            }
+            Ok(others)
+        });
+        let conflict = |e: &dyn std::fmt::Display| {
+            let _ = conn.execute_batch("ROLLBACK");
+            SinkError::new(
+                SinkErrorKind::Contention,
+                format!("claiming partition leases: {e}"),
+            )
+        };
+        let others = run.map_err(|e| conflict(&e))?;
+        if !others.is_empty() {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(SinkError::new(
+                SinkErrorKind::Leased,
+                format!(
+                    "another writer owns these partitions ({}); resend once its lease ends or is released",
+                    others.join("; ")
+                ),
+            ));
+        }
+        conn.execute_batch("COMMIT").map_err(|e| conflict(&e))
+    }
+
+    /// Right before the write commits: false when some lease has less than
+    /// a third left (the caller renews and retries rather than commit late).
+    pub fn still_held(&self, ranges: &[OffsetRange]) -> bool {
+        let now = Instant::now();
         ranges
             .iter()
-            .flat_map(|r| {
-                let table = cfg.sql_name(&table_name(&cfg.table, &r.topic, r.partition));
-                [
-                    format!("DELETE FROM {table}"),
-                    format!(
-                        "INSERT INTO {table} VALUES ({}, {}, {}, {})",
-                        literal(&r.topic),
-                        r.partition,
-                        r.last,
-                        literal(flush_id)
-                    ),
-                ]
-            })
-            .collect()
+            .all(|r| self.remaining(r, now) > self.lease / 3)
     }
+
+    /// Ends this writer's leases, so the next owner need not wait them out.
+    pub fn release(&mut self, conn: &Connection, cfg: &DuckLakeConfig) {
+        if self.held.is_empty() {
+            return;
+        }
+        let table = cfg.sql_name(&table_name(&cfg.table));
+        let sql = format!(
+            "UPDATE {table} SET expires_at = now() - INTERVAL 1 SECOND WHERE owner = {}",
+            literal(&self.owner)
+        );
+        match conn.execute_batch(&sql) {
+            Ok(()) => tracing::info!(partitions = self.held.len(), "partition leases released"),
+            Err(e) => {
+                tracing::warn!(error = %e, "releasing partition leases failed; they expire on their own")
+            }
+        }
+        self.held.clear();
+    }
+
+    /// Creates the lease table once per session.
+    fn ensure_table(&mut self, conn: &Connection, cfg: &DuckLakeConfig) -> Result<(), SinkError> {
+        if self.table_ready {
+            return Ok(());
+        }
+        let table = cfg.sql_name(&table_name(&cfg.table));
+        let create = format!(
+            "CREATE TABLE IF NOT EXISTS {table} (topic VARCHAR, kafka_partition INTEGER, \
+             owner VARCHAR, expires_at TIMESTAMP WITH TIME ZONE)"
+        );
+        if let Err(e) = conn.execute_batch(&create) {
+            // Another writer may have created it at the same moment.
+            conn.execute_batch(&format!("SELECT 1 FROM {table} LIMIT 0"))
+                .map_err(|_| SinkError::transient(format!("lease table {table}: {e}")))?;
+        }
+        self.table_ready = true;
+        Ok(())
+    }
+}
+
+fn partitions(ranges: &[OffsetRange], topic: &str) -> String {
+    ranges
+        .iter()
+        .filter(|r| r.topic == topic)
+        .map(|r| r.partition.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -115,12 +261,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_are_safe_stable_and_distinct() {
-        let a = table_name("events", "web.events-v2", 3);
-        assert!(a.starts_with("_millpond_fence_events_3_"));
-        assert!(millpond_shared::config::is_safe_identifier(&a), "{a}");
-        assert_eq!(a, table_name("events", "web.events-v2", 3));
-        assert_ne!(a, table_name("events", "web.events-v3", 3));
-        assert_ne!(a, table_name("events", "web.events-v2", 4));
+    fn leases_are_renewed_at_two_thirds_and_refused_for_commit_at_one_third() {
+        let mut f = Fence::new("pod-0".into(), Duration::from_secs(60));
+        let r = [OffsetRange::new("t", 3, 0, 9)];
+        assert!(!f.still_held(&r), "nothing held yet");
+        f.held
+            .insert(("t".into(), 3), Instant::now() + Duration::from_secs(50));
+        assert!(f.still_held(&r));
+        assert!(f.remaining(&r[0], Instant::now()) > f.lease * 2 / 3);
+        f.held
+            .insert(("t".into(), 3), Instant::now() + Duration::from_secs(15));
+        assert!(!f.still_held(&r));
+        assert_eq!(
+            partitions(
+                &[
+                    r[0].clone(),
+                    OffsetRange::new("t", 5, 0, 1),
+                    OffsetRange::new("u", 1, 0, 1)
+                ],
+                "t"
+            ),
+            "3, 5"
+        );
     }
 }

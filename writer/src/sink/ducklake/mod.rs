@@ -86,6 +86,7 @@ impl DuckLakeSink {
         let dead_letters = cfg.dead_letter_table.as_ref().map(|t| DeadLetterTable {
             name: cfg.sql_name(t),
         });
+        let (cfg_owner, cfg_lease) = (cfg.lease_owner.clone(), cfg.partition_lease);
         let mut sink = DuckLakeSink {
             cfg,
             metrics,
@@ -95,7 +96,7 @@ impl DuckLakeSink {
             dead_letters,
             offsets_ready: false,
             flushes: 0,
-            fence: Fence::default(),
+            fence: Fence::new(cfg_owner, cfg_lease),
             pause_before_commit: None,
         };
         sink.session()?;
@@ -256,15 +257,19 @@ impl DuckLakeSink {
         if let Some(s) = self.offsets.insert_sql(&flush.id, &flush.ranges) {
             sql.push(s);
         }
-        if self.cfg.partition_fence {
-            sql.extend(self.fence.claim_sql(&self.cfg, &flush.id, &flush.ranges));
-        }
         let session = self.session.as_ref().expect("session open");
         let mut result = session.execute_raw(&sql.join(";\n"));
         if result.is_ok() {
             if let Some(pause) = self.pause_before_commit {
                 tracing::warn!(flush_id = %flush.id, ms = pause.as_millis() as u64, "failpoint pause_before_commit");
                 std::thread::sleep(pause);
+            }
+            if self.cfg.partition_fence && !self.fence.still_held(&flush.ranges) {
+                let _ = session.execute_raw("ROLLBACK");
+                return Err(SinkError::new(
+                    super::SinkErrorKind::Contention,
+                    "partition lease too close to its end to commit; renewing it first",
+                ));
             }
             result = session.execute_raw("COMMIT");
         }
@@ -347,11 +352,8 @@ impl Sink for DuckLakeSink {
             Coverage::New => {}
         }
         if self.cfg.partition_fence {
-            let fenced = {
-                let conn = &self.session.as_ref().expect("session open").conn;
-                self.fence.ensure(conn, &self.cfg, &flush.ranges)
-            };
-            fenced.map_err(|e| self.err(e))?;
+            let conn = &self.session.as_ref().expect("session open").conn;
+            self.fence.hold(conn, &self.cfg, &flush.ranges)?;
         }
 
         let mut prepared = prepare(flush, &RESERVED_COLUMNS)?;
@@ -469,6 +471,9 @@ impl Sink for DuckLakeSink {
 
     fn close(&mut self) -> Result<(), SinkError> {
         if let Some(session) = self.session.take() {
+            if self.cfg.partition_fence {
+                self.fence.release(&session.conn, &self.cfg);
+            }
             let _ = session.conn.execute_batch("DETACH lake");
         }
         Ok(())
