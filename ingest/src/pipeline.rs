@@ -14,7 +14,7 @@ use crate::buffer::{Added, Cut, Pending, Record};
 use crate::config::IngestConfig;
 use crate::flight::WriterClient;
 use crate::health::IngestHealth;
-use crate::kafka::{commit_offsets, Consumer, LagSampler};
+use crate::kafka::{commit_offsets, Consumer, Discovery, LagSampler};
 
 pub struct Pipeline {
     pub cfg: IngestConfig,
@@ -31,6 +31,7 @@ pub struct Pipeline {
     /// A fatal consumer error: the loop stops with it.
     fatal: Option<String>,
     lag: LagSampler,
+    discovery: Discovery,
 }
 
 /// Longest single wait inside one consume call, so shutdown is prompt.
@@ -75,6 +76,7 @@ impl Pipeline {
             window: Instant::now(),
             fatal: None,
             lag: LagSampler::default(),
+            discovery: Discovery::default(),
         }
     }
 
@@ -106,6 +108,17 @@ impl Pipeline {
             }
             self.lag
                 .maybe_sample(&self.consumer, &self.cfg.topic, &self.next, &self.metrics);
+            let (writer, rt, topic) = (&mut self.writer, &self.rt, self.cfg.topic.as_str());
+            let deadline = self.cfg.send_deadline;
+            self.discovery.maybe_assign(
+                &self.consumer,
+                topic,
+                self.cfg.replica_count,
+                self.cfg.ordinal,
+                &mut self.next,
+                &self.metrics,
+                || Ok(rt.block_on(writer.recorded_offsets(topic, deadline))?),
+            );
         }
     }
 

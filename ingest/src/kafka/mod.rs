@@ -3,11 +3,13 @@
 mod assign;
 mod client;
 mod commit;
+mod discover;
 mod lag;
 mod stats;
 
 pub use assign::{assign, my_partitions, resume_points, Resume, ResumeError};
 pub use client::{build_consumer, Consumer};
 pub use commit::commit_offsets;
+pub use discover::Discovery;
 pub use lag::LagSampler;
 pub use stats::StatsContext;
