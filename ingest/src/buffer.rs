@@ -47,6 +47,43 @@ pub struct Cut {
     pub bytes: usize,
 }
 
+/// What [`Pending`] refuses to hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most payload columns one flush carries; values of further keys are
+    /// dead letters (`too_many_columns`).
+    pub max_columns: usize,
+    /// Largest payload converted; a larger one is a dead letter
+    /// (`oversized_record`) holding its bytes.
+    pub max_record_bytes: usize,
+}
+
+impl Default for Limits {
+    /// No limits.
+    fn default() -> Self {
+        Limits {
+            max_columns: usize::MAX,
+            max_record_bytes: usize::MAX,
+        }
+    }
+}
+
+/// A record that is not a row, with its coordinates and bytes.
+fn record_letter(topic: &str, r: &Record<'_>, reason: &str) -> DeadLetter {
+    DeadLetter {
+        topic: topic.to_owned(),
+        partition: r.partition,
+        offset: r.offset,
+        timestamp_ms: r.timestamp_ms,
+        key: r.key.map(<[u8]>::to_vec),
+        reason: reason.to_owned(),
+        column: String::new(),
+        live_type: String::new(),
+        original: r.payload.unwrap_or_default().to_vec(),
+        value_level: false,
+    }
+}
+
 fn at<'a>(r: &Record<'a>) -> Coordinate<'a> {
     Coordinate {
         partition: r.partition,
@@ -86,19 +123,17 @@ pub struct Pending {
     /// Columns of the flush so far (payload and coordinates), first-seen.
     columns: Vec<DataType>,
     column_index: HashMap<String, usize>,
-    /// Most payload columns one flush may carry; `None`: no limit.
-    max_columns: Option<usize>,
+    limits: Limits,
     /// partition -> (first, last) offsets seen since the last flush,
     /// including skipped records and tombstones.
     ranges: BTreeMap<i32, (i64, i64)>,
 }
 
 impl Pending {
-    /// A buffer whose flushes carry at most `max_columns` payload columns;
-    /// values of further keys become dead letters (`too_many_columns`).
-    pub fn with_max_columns(max_columns: usize) -> Self {
+    /// A buffer that applies `limits`.
+    pub fn with_limits(limits: Limits) -> Self {
         Pending {
-            max_columns: Some(max_columns),
+            limits,
             ..Pending::default()
         }
     }
@@ -110,20 +145,35 @@ impl Pending {
     pub fn add(&mut self, topic: &str, records: &[Record<'_>]) -> Added {
         let mut sources = Vec::with_capacity(records.len());
         let mut payloads = Vec::with_capacity(records.len());
+        let mut oversized = Vec::new();
         for r in records {
             self.track(r.partition, r.offset);
-            if let Some(p) = r.payload {
-                sources.push(r);
-                payloads.push(p);
+            match r.payload {
+                Some(p) if p.len() > self.limits.max_record_bytes => oversized.push(r),
+                Some(p) => {
+                    sources.push(r);
+                    payloads.push(p);
+                }
+                None => {}
             }
         }
-        let converted = convert_limited(&payloads, self.max_columns.unwrap_or(usize::MAX));
+        let converted = convert_limited(&payloads, self.limits.max_columns);
         let mut added = Added {
             rows: converted.rows,
-            tombstones: records.len() - payloads.len(),
-            dead_letters: Vec::with_capacity(converted.skipped.len()),
+            tombstones: records.len() - payloads.len() - oversized.len(),
+            dead_letters: Vec::with_capacity(converted.skipped.len() + oversized.len()),
             dead_values: 0,
         };
+        for r in oversized {
+            added
+                .dead_letters
+                .push(dead_letter_reason::OVERSIZED_RECORD);
+            self.dead_letter(record_letter(
+                topic,
+                r,
+                dead_letter_reason::OVERSIZED_RECORD,
+            ));
+        }
         let mut skipped = converted.skipped.iter().map(|s| s.index).peekable();
         let mut row_sources = Vec::with_capacity(converted.rows);
         for (i, r) in sources.iter().enumerate() {
@@ -137,19 +187,7 @@ impl Pending {
             let r = sources[skip.index];
             let reason = skip.reason.label();
             added.dead_letters.push(reason);
-            let original = payloads[skip.index].to_vec();
-            self.dead_letter(DeadLetter {
-                topic: topic.to_owned(),
-                partition: r.partition,
-                offset: r.offset,
-                timestamp_ms: r.timestamp_ms,
-                key: r.key.map(<[u8]>::to_vec),
-                reason: reason.to_owned(),
-                column: String::new(),
-                live_type: String::new(),
-                original,
-                value_level: false,
-            });
+            self.dead_letter(record_letter(topic, r, reason));
         }
         for o in converted.overflow {
             added.dead_values += 1;
@@ -214,9 +252,7 @@ impl Pending {
     ) -> RecordBatch {
         let schema = batch.schema();
         let payload_columns = self.column_index.len().saturating_sub(COORDINATE_COLUMNS);
-        let mut room = self
-            .max_columns
-            .map_or(usize::MAX, |m| m.saturating_sub(payload_columns));
+        let mut room = self.limits.max_columns.saturating_sub(payload_columns);
         let mut fields = Vec::with_capacity(schema.fields().len() + COORDINATE_COLUMNS);
         let mut arrays = Vec::with_capacity(fields.capacity());
         for (field, array) in schema.fields().iter().zip(batch.columns()) {
@@ -481,7 +517,10 @@ mod tests {
 
     #[test]
     fn a_flush_never_carries_more_columns_than_its_limit() {
-        let mut p = Pending::with_max_columns(3);
+        let mut p = Pending::with_limits(Limits {
+            max_columns: 3,
+            ..Limits::default()
+        });
         let added = p.add(
             "t",
             &[rec(0, 1, Some(br#"{"a":1,"b":2,"c":3,"d":4,"e":"x"}"#))],
@@ -518,6 +557,30 @@ mod tests {
                 (1, "e", "too_many_columns", &b"x"[..]),
                 (2, "f", "too_many_columns", &b"6"[..]),
             ]
+        );
+    }
+
+    #[test]
+    fn oversized_records_are_dead_letters_with_their_bytes() {
+        let mut p = Pending::with_limits(Limits {
+            max_record_bytes: 10,
+            ..Limits::default()
+        });
+        let added = p.add(
+            "t",
+            &[
+                rec(0, 1, Some(br#"{"a":1}"#)),
+                rec(0, 2, Some(br#"{"a":"0123456789"}"#)),
+                rec(0, 3, None),
+            ],
+        );
+        assert_eq!((added.rows, added.tombstones), (1, 1));
+        assert_eq!(added.dead_letters, ["oversized_record"]);
+        let cut = p.cut("t", FlushTrigger::Size, "f".into()).unwrap();
+        let l = &cut.descriptor.dead_letters[0];
+        assert_eq!(
+            (l.offset, l.original.as_slice(), l.value_level),
+            (2, &br#"{"a":"0123456789"}"#[..], false)
         );
     }
 

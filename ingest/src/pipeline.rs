@@ -62,7 +62,7 @@ impl Pipeline {
         stop: Arc<AtomicBool>,
         next: HashMap<i32, i64>,
     ) -> Self {
-        let max_columns = cfg.max_columns;
+        let limits = cfg.limits();
         Pipeline {
             cfg,
             consumer,
@@ -72,7 +72,7 @@ impl Pipeline {
             health,
             stop,
             next,
-            pending: Pending::with_max_columns(max_columns),
+            pending: Pending::with_limits(limits),
             window: Instant::now(),
             fatal: None,
             lag: LagSampler::default(),

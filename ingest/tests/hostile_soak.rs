@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 
 use arrow::record_batch::RecordBatch;
-use millpond_ingest::buffer::{Pending, Record};
+use millpond_ingest::buffer::{Limits, Pending, Record};
 use millpond_proto::FlushTrigger;
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
@@ -94,7 +94,10 @@ fn a_million_hostile_payloads_are_all_accounted_for() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
     let mut rng = StdRng::seed_from_u64(7);
-    let mut pending = Pending::with_max_columns(1000);
+    let mut pending = Pending::with_limits(Limits {
+        max_columns: 1000,
+        max_record_bytes: 1 << 20,
+    });
     let (mut rows, mut dead, mut tombstones, mut flushes, mut next) =
         (0u64, 0u64, 0u64, 0u64, 0i64);
     let mut flushed_rows = 0u64;

@@ -404,6 +404,34 @@ async fn the_table_stops_growing_at_max_columns(backend: Backend) {
     );
 }
 
+/// DUCKLAKE_QUOTED_COLUMNS keeps PostHog-style keys as quoted columns.
+async fn quoted_columns_keep_unsafe_keys(backend: Backend) {
+    let lake = Lake::new(backend, "events").with_env("DUCKLAKE_QUOTED_COLUMNS", "true");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    let text = |v: &str| Arc::new(StringArray::from(vec![v])) as arrow::array::ArrayRef;
+    let b = RecordBatch::try_from_iter([
+        ("$session_id", text("s1")),
+        ("utm-source", text("g")),
+        ("say \"hi\"", text("q")),
+    ])
+    .unwrap();
+    let ack = send(&mut c, "q1", b, 0).await;
+    assert_eq!((ack.rows_written, ack.dead_letters_written), (1, 0));
+    writer.stop();
+    let cols: Vec<String> = lake.columns().into_iter().map(|c| c.0).collect();
+    assert_eq!(
+        cols,
+        ["$session_id", "utm-source", "say \"hi\"", "_inserted_at"]
+    );
+    assert_eq!(
+        lake.query(
+            "SELECT \"$session_id\", \"utm-source\", \"say \"\"hi\"\"\" FROM lake.main.events"
+        ),
+        ["s1|g|q"]
+    );
+}
+
 /// Table and schema names that are SQL keywords, with partitioning on.
 async fn keyword_names_work(backend: Backend) {
     let lake = Lake::new(backend, "order");
@@ -588,7 +616,8 @@ every_backend!(
     zero_row_flush_only_advances_offsets,
     schema_evolves_across_flushes,
     values_are_never_changed_silently,
-    the_table_stops_growing_at_max_columns
+    the_table_stops_growing_at_max_columns,
+    quoted_columns_keep_unsafe_keys
 );
 
 /// Not on the DuckDB-file catalog: nobody else can open it while the writer runs.

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Parser};
-use millpond_ingest::buffer::{Pending, Record};
+use millpond_ingest::buffer::{Limits, Pending, Record};
 use millpond_ingest::flight::WriterClient;
 use millpond_proto::FlushTrigger;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -51,6 +51,10 @@ struct Args {
     /// pipeline; values of further keys become dead letters.
     #[arg(long, default_value_t = millpond_ingest::config::DEFAULT_MAX_COLUMNS)]
     max_columns: usize,
+    /// Largest payload converted, as MILLPOND_MAX_RECORD_BYTES; a larger one
+    /// becomes a dead letter.
+    #[arg(long, default_value_t = millpond_ingest::config::DEFAULT_MAX_RECORD_BYTES as usize)]
+    max_record_bytes: usize,
 }
 
 fn read_kafka(
@@ -105,7 +109,10 @@ fn main() -> anyhow::Result<()> {
     if records.is_empty() {
         bail!("nothing to replay");
     }
-    let mut pending = Pending::with_max_columns(args.max_columns);
+    let mut pending = Pending::with_limits(Limits {
+        max_columns: args.max_columns,
+        max_record_bytes: args.max_record_bytes,
+    });
     let batch: Vec<Record<'_>> = records
         .iter()
         .map(|(offset, payload)| Record {

@@ -34,8 +34,10 @@ pub mod skip_reason {
     pub const UNSAFE_FIELD_NAME: &str = "unsafe_field_name";
 }
 
-/// Reasons of value-level dead letters: the row is written, this one value
-/// is NULL in it and kept in the dead-letter table
+/// Dead-letter reasons decided in Rust code (ingest also emits the
+/// converter's invalid_json / invalid_utf8 / not_an_object). All but
+/// OVERSIZED_RECORD are value level: the row is written with this one value
+/// NULL, and the value is kept in the dead-letter table
 /// (`millpond_dead_letter_values_total{reason}`).
 pub mod dead_letter_reason {
     /// The value does not convert exactly to the column's live type.
@@ -50,6 +52,8 @@ pub mod dead_letter_reason {
     pub const DUPLICATE_FIELD_NAME: &str = "duplicate_field_name";
     /// The key would take the flush or the table past MILLPOND_MAX_COLUMNS.
     pub const TOO_MANY_COLUMNS: &str = "too_many_columns";
+    /// Record level: the message is larger than MILLPOND_MAX_RECORD_BYTES.
+    pub const OVERSIZED_RECORD: &str = "oversized_record";
 }
 
 pub fn new_registry(pipeline: &str, broker_source: &str) -> Registry {

@@ -46,10 +46,34 @@ enum Fate {
     Refuse(&'static str),
 }
 
+/// What happens to a key that is not `[A-Za-z_][A-Za-z0-9_]*`
+/// (`$session_id`, `utm-source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnsafeNames {
+    /// Its values go to the dead-letter table (the default).
+    DeadLetter,
+    /// It becomes a column under its exact name, quoted in every statement;
+    /// only empty names and names with control characters are refused.
+    Quote,
+}
+
+impl UnsafeNames {
+    fn allows(self, name: &str) -> bool {
+        is_safe_identifier(name)
+            || (self == UnsafeNames::Quote
+                && !name.is_empty()
+                && !name.chars().any(char::is_control))
+    }
+}
+
 /// Prepares `flush`; `reserved` are names the sink writes itself
 /// (lowercase). A coordinate column of the wrong type is a malformed
 /// request.
-pub fn prepare(flush: &Flush, reserved: &[&str]) -> Result<Prepared, SinkError> {
+pub fn prepare(
+    flush: &Flush,
+    reserved: &[&str],
+    unsafe_names: UnsafeNames,
+) -> Result<Prepared, SinkError> {
     let mut fates = Vec::new();
     let mut kept: HashMap<String, usize> = HashMap::new();
     let mut fields: Vec<Field> = Vec::new();
@@ -67,7 +91,7 @@ pub fn prepare(flush: &Flush, reserved: &[&str]) -> Result<Prepared, SinkError> 
         let lower = name.to_ascii_lowercase();
         let fate = if is_coordinate(name) {
             None
-        } else if !is_safe_identifier(name) {
+        } else if !unsafe_names.allows(name) {
             out.unsafe_names.push(name.clone());
             Some(Fate::Refuse(dead_letter_reason::UNSAFE_FIELD_NAME))
         } else if coordinates::is_reserved(name) || reserved.contains(&lower.as_str()) {
@@ -262,7 +286,7 @@ mod tests {
             ("_inserted_at", ints(vec![None, Some(5)])),
             ("_millpond_x", ints(vec![Some(9), None])),
         ]);
-        let p = prepare(&f, &["_inserted_at"]).unwrap();
+        let p = prepare(&f, &["_inserted_at"], UnsafeNames::DeadLetter).unwrap();
         assert_eq!(
             p.schema.fields().len(),
             1,
@@ -301,6 +325,26 @@ mod tests {
     }
 
     #[test]
+    fn quoted_mode_keeps_unsafe_names_as_columns() {
+        let f = flush(vec![
+            ("$set", ints(vec![Some(1), None])),
+            ("utm-source", ints(vec![None, Some(2)])),
+            ("", ints(vec![Some(3), None])),
+            ("a\tb", ints(vec![Some(4), None])),
+        ]);
+        let p = prepare(&f, &[], UnsafeNames::Quote).unwrap();
+        let names: Vec<_> = p
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(names, ["$set", "utm-source"]);
+        assert_eq!(p.unsafe_names, ["", "a\tb"]);
+        assert_eq!(p.dead_letters.len(), 2);
+    }
+
+    #[test]
     fn case_duplicates_fold_when_they_can_and_dead_letter_otherwise() {
         let f = flush(vec![
             ("Foo", ints(vec![Some(1), None, Some(3)])),
@@ -310,7 +354,7 @@ mod tests {
                 Arc::new(StringArray::from(vec![Some("x"), None, None])),
             ),
         ]);
-        let p = prepare(&f, &[]).unwrap();
+        let p = prepare(&f, &[], UnsafeNames::DeadLetter).unwrap();
         assert_eq!(p.schema.fields().len(), 1);
         assert_eq!(p.schema.field(0).name(), "Foo");
         assert_eq!(p.schema.field(0).data_type(), &DataType::Int64);
@@ -341,7 +385,7 @@ mod tests {
         .unwrap();
         f.schema = bad.schema();
         f.batches = vec![bad];
-        let e = prepare(&f, &[]).unwrap_err();
+        let e = prepare(&f, &[], UnsafeNames::DeadLetter).unwrap_err();
         assert!(e.message.contains(coordinates::OFFSET), "{}", e.message);
     }
 }

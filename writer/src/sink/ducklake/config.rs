@@ -99,6 +99,9 @@ pub struct DuckLakeConfig {
     pub partition_lease: std::time::Duration,
     /// Who holds leases: POD_NAME, else HOSTNAME, else a random id.
     pub lease_owner: String,
+    /// DUCKLAKE_QUOTED_COLUMNS (default false): keys that are not safe
+    /// identifiers become quoted columns instead of dead letters.
+    pub unsafe_names: crate::sink::prepare::UnsafeNames,
     /// MILLPOND_MAX_COLUMNS: the most payload columns the table grows to;
     /// values of further new keys become dead letters.
     pub max_columns: usize,
@@ -160,6 +163,11 @@ impl DuckLakeConfig {
         }
         let dead_letter_table = dead_letter_table(r, table.as_deref());
         let partition_fence = r.bool_opt("DUCKLAKE_PARTITION_FENCE").unwrap_or(true);
+        let unsafe_names = if r.bool_opt("DUCKLAKE_QUOTED_COLUMNS").unwrap_or(false) {
+            crate::sink::prepare::UnsafeNames::Quote
+        } else {
+            crate::sink::prepare::UnsafeNames::DeadLetter
+        };
         let lease_s = r.positive_u64("DUCKLAKE_PARTITION_LEASE_S", 60);
         if lease_s < 3 {
             r.errors.push(
@@ -245,6 +253,7 @@ impl DuckLakeConfig {
             row_group_bytes,
             dead_letter_table: dead_letter_table?,
             partition_fence,
+            unsafe_names,
             partition_lease,
             lease_owner,
             max_columns,

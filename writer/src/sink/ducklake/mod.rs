@@ -356,7 +356,7 @@ impl Sink for DuckLakeSink {
             self.fence.hold(conn, &self.cfg, &flush.ranges)?;
         }
 
-        let mut prepared = prepare(flush, &RESERVED_COLUMNS)?;
+        let mut prepared = prepare(flush, &RESERVED_COLUMNS, self.cfg.unsafe_names)?;
         self.count_names(&prepared);
         let rows_in = flush.rows();
         let mut cast = Vec::new();
