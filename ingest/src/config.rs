@@ -19,12 +19,8 @@ pub struct IngestConfig {
     pub destination: String,
     pub table: String,
     pub flush_size: u64,
-    /// Most payload columns one flush carries (MILLPOND_MAX_COLUMNS);
-    /// values of further keys become dead letters.
-    pub max_columns: usize,
-    /// Largest message converted (MILLPOND_MAX_RECORD_BYTES); a larger one
-    /// is a dead letter.
-    pub max_record_bytes: usize,
+    /// The record stages (limits, sort): their own group.
+    pub stages: crate::stages::StageConfig,
     pub flush_interval: Duration,
     pub group_id: String,
     pub auto_offset_reset: OffsetReset,
@@ -49,12 +45,6 @@ pub struct IngestConfig {
 /// Liveness: unhealthy when the last poll is older than this.
 pub const LIVENESS: Duration = Duration::from_secs(480);
 
-pub use millpond_shared::config::DEFAULT_MAX_COLUMNS;
-
-/// Default of MILLPOND_MAX_RECORD_BYTES: 16 MiB, above Kafka's usual message
-/// limits; a larger message is a dead letter, not a row.
-pub const DEFAULT_MAX_RECORD_BYTES: u64 = 16 << 20;
-
 /// `millpond-3` -> 3; None without a trailing number.
 pub fn ordinal_from(name: &str) -> Option<i32> {
     let digits: String = name
@@ -78,14 +68,6 @@ fn destination_table(r: &mut EnvReader<'_>, destination: &str) -> String {
 }
 
 impl IngestConfig {
-    /// What the pending buffer refuses to hold.
-    pub fn limits(&self) -> crate::buffer::Limits {
-        crate::buffer::Limits {
-            max_columns: self.max_columns,
-            max_record_bytes: self.max_record_bytes,
-        }
-    }
-
     pub fn from_env(env: &Env) -> Result<Self, ConfigErrors> {
         let mut r = EnvReader::new(env);
         let bootstrap_servers = r.required("KAFKA_BOOTSTRAP_SERVERS").unwrap_or_default();
@@ -125,10 +107,7 @@ impl IngestConfig {
             }
         };
         let flush_size = r.positive_u64("FLUSH_SIZE", 104_857_600);
-        let max_columns =
-            r.positive_u64("MILLPOND_MAX_COLUMNS", DEFAULT_MAX_COLUMNS as u64) as usize;
-        let max_record_bytes =
-            r.positive_u64("MILLPOND_MAX_RECORD_BYTES", DEFAULT_MAX_RECORD_BYTES) as usize;
+        let stages = crate::stages::StageConfig::from_env(&mut r);
         let flush_interval = Duration::from_millis(r.positive_u64("FLUSH_INTERVAL_MS", 60_000));
         let default_group = if destination == "ducklake" {
             format!("millpond-{topic}-{table}")
@@ -201,8 +180,7 @@ impl IngestConfig {
             destination,
             table,
             flush_size,
-            max_columns,
-            max_record_bytes,
+            stages,
             flush_interval,
             group_id,
             auto_offset_reset,

@@ -9,3 +9,4 @@ pub mod kafka;
 pub mod pipeline;
 pub mod run;
 pub mod sample;
+pub mod stages;

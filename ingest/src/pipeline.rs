@@ -10,11 +10,12 @@ use millpond_shared::metrics::{error_type, skip_reason, IngestMetrics};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
-use crate::buffer::{Added, Cut, Pending, Record};
+use crate::buffer::{Added, Cut, Record};
 use crate::config::IngestConfig;
 use crate::flight::WriterClient;
 use crate::health::IngestHealth;
 use crate::kafka::{commit_offsets, Consumer, Discovery, LagSampler};
+use crate::stages::Stages;
 
 pub struct Pipeline {
     pub cfg: IngestConfig,
@@ -26,7 +27,7 @@ pub struct Pipeline {
     pub stop: Arc<AtomicBool>,
     /// Committed offset per assigned partition (for lag).
     pub next: HashMap<i32, i64>,
-    pending: Pending,
+    stages: Stages,
     window: Instant,
     /// A fatal consumer error: the loop stops with it.
     fatal: Option<String>,
@@ -62,7 +63,7 @@ impl Pipeline {
         stop: Arc<AtomicBool>,
         next: HashMap<i32, i64>,
     ) -> Self {
-        let limits = cfg.limits();
+        let stages = Stages::new(&cfg.stages);
         Pipeline {
             cfg,
             consumer,
@@ -72,7 +73,7 @@ impl Pipeline {
             health,
             stop,
             next,
-            pending: Pending::with_limits(limits),
+            stages,
             window: Instant::now(),
             fatal: None,
             lag: LagSampler::default(),
@@ -87,7 +88,7 @@ impl Pipeline {
         loop {
             if self.stop.load(Ordering::SeqCst) {
                 tracing::info!(
-                    pending_rows = self.pending.rows(),
+                    pending_rows = self.stages.rows(),
                     "shutting down: final flush"
                 );
                 self.flush(FlushTrigger::Shutdown)?;
@@ -97,10 +98,10 @@ impl Pipeline {
             if let Some(e) = self.fatal.take() {
                 anyhow::bail!("the Kafka consumer hit a fatal error: {e}");
             }
-            if self.pending.bytes() as u64 >= self.cfg.flush_size {
+            if self.stages.bytes() as u64 >= self.cfg.flush_size {
                 self.flush(FlushTrigger::Size)?;
             } else if self.window.elapsed() >= self.cfg.flush_interval {
-                if self.pending.is_empty() {
+                if self.stages.is_empty() {
                     self.window = Instant::now();
                 } else {
                     self.flush(FlushTrigger::Time)?;
@@ -123,7 +124,7 @@ impl Pipeline {
     }
 
     fn consume_once(&mut self) {
-        let fullness = self.pending.bytes() as f64 / self.cfg.flush_size as f64;
+        let fullness = self.stages.bytes() as f64 / self.cfg.flush_size as f64;
         let batch_size = adaptive_batch_size(self.cfg.consume_batch_size, fullness);
         self.metrics.consume_batch_size.set(batch_size as i64);
         let timeout = poll_timeout(self.cfg.flush_interval, self.window.elapsed());
@@ -188,17 +189,17 @@ impl Pipeline {
                 .inc_by(n);
         }
         let started = Instant::now();
-        let added = self.pending.add(&self.cfg.topic, &records);
+        let added = self.stages.process(&self.cfg.topic, &records);
         self.metrics
             .arrow_conversion_seconds
             .observe(started.elapsed().as_secs_f64());
         drop(records);
         drop(messages);
         self.count(&added);
-        self.metrics.pending_bytes.set(self.pending.bytes() as i64);
+        self.metrics.pending_bytes.set(self.stages.bytes() as i64);
         self.metrics
             .buffer_fullness
-            .set(self.pending.bytes() as f64 / self.cfg.flush_size as f64);
+            .set(self.stages.bytes() as f64 / self.cfg.flush_size as f64);
     }
 
     /// Counts what the buffer did with one consumed batch.
@@ -221,18 +222,29 @@ impl Pipeline {
 
     fn flush(&mut self, trigger: FlushTrigger) -> anyhow::Result<()> {
         self.window = Instant::now();
-        if self.pending.is_empty() {
+        if self.stages.is_empty() {
             return Ok(());
         }
-        let rows = self.pending.rows();
+        let rows = self.stages.rows();
+        let staged = self
+            .stages
+            .cut(&self.cfg.topic, trigger, uuid::Uuid::new_v4().to_string())?;
+        if let Some((why, first)) = &staged.sort_skipped {
+            self.metrics
+                .sort_skipped
+                .with_label_values(&[why.reason])
+                .inc_by(rows as u64);
+            if *first {
+                tracing::warn!(reason = why.reason, keys = ?why.keys,
+                    "MILLPOND_SORT_BY cannot sort this flush; sending it unsorted (said once per reason and keys)");
+            }
+        }
         let Cut {
             descriptor: desc,
             schema,
             batches,
             bytes,
-        } = self
-            .pending
-            .cut(&self.cfg.topic, trigger, uuid::Uuid::new_v4().to_string())?;
+        } = staged.cut;
         let ranges = desc.ranges.clone();
         let dead_letters = desc.dead_letters.len();
         let started = Instant::now();

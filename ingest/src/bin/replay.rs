@@ -12,9 +12,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Parser};
-use millpond_ingest::buffer::{Limits, Pending, Record};
+use millpond_ingest::buffer::Record;
 use millpond_ingest::flight::WriterClient;
+use millpond_ingest::stages::{StageConfig, Stages};
 use millpond_proto::FlushTrigger;
+use millpond_shared::config::{Env, EnvReader};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
@@ -47,14 +49,6 @@ struct Args {
     /// Flush id (default: replay-<uuid>); reuse one to test resends.
     #[arg(long)]
     flush_id: Option<String>,
-    /// Most payload columns in the flush, as MILLPOND_MAX_COLUMNS for the
-    /// pipeline; values of further keys become dead letters.
-    #[arg(long, default_value_t = millpond_ingest::config::DEFAULT_MAX_COLUMNS)]
-    max_columns: usize,
-    /// Largest payload converted, as MILLPOND_MAX_RECORD_BYTES; a larger one
-    /// becomes a dead letter.
-    #[arg(long, default_value_t = millpond_ingest::config::DEFAULT_MAX_RECORD_BYTES as usize)]
-    max_record_bytes: usize,
 }
 
 fn read_kafka(
@@ -109,10 +103,12 @@ fn main() -> anyhow::Result<()> {
     if records.is_empty() {
         bail!("nothing to replay");
     }
-    let mut pending = Pending::with_limits(Limits {
-        max_columns: args.max_columns,
-        max_record_bytes: args.max_record_bytes,
-    });
+    // The same stages as the pipeline, from the same variables.
+    let env = Env::from_process();
+    let mut reader = EnvReader::new(&env);
+    let stage_cfg = StageConfig::from_env(&mut reader);
+    reader.finish()?;
+    let mut stages = Stages::new(&stage_cfg);
     let batch: Vec<Record<'_>> = records
         .iter()
         .map(|(offset, payload)| Record {
@@ -123,11 +119,18 @@ fn main() -> anyhow::Result<()> {
             payload: payload.as_deref(),
         })
         .collect();
-    let added = pending.add(&topic, &batch);
+    let added = stages.process(&topic, &batch);
     let flush_id = args
         .flush_id
         .unwrap_or_else(|| format!("replay-{}", uuid::Uuid::new_v4()));
-    let cut = pending.cut(&topic, FlushTrigger::Unspecified, flush_id)?;
+    let staged = stages.cut(&topic, FlushTrigger::Unspecified, flush_id)?;
+    if let Some((why, _)) = &staged.sort_skipped {
+        eprintln!(
+            "MILLPOND_SORT_BY: sent unsorted ({}: {:?})",
+            why.reason, why.keys
+        );
+    }
+    let cut = staged.cut;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

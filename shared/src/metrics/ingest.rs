@@ -11,6 +11,7 @@ pub struct IngestMetrics {
     pub records_consumed: IntCounterVec,
     pub records_skipped: IntCounterVec,
     pub tombstones: IntCounter,
+    pub sort_skipped: IntCounterVec,
     pub batches_flushed: IntCounterVec,
     pub errors: IntCounterVec,
     pub pending_bytes: IntGauge,
@@ -59,6 +60,12 @@ impl IngestMetrics {
                     "Tombstones consumed (no payload): counted, never written",
                 )
                 .unwrap(),
+            ),
+            sort_skipped: counter_vec(
+                registry,
+                "sort_skipped_total",
+                "Records sent unsorted although MILLPOND_SORT_BY is set, by reason",
+                "reason",
             ),
             batches_flushed: counter_vec(
                 registry,

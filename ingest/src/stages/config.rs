@@ -1,0 +1,92 @@
+//! The record stages' configuration group: limits on what the buffer holds
+//! and the pre-write sort.
+use millpond_shared::config::{is_safe_identifier, EnvReader, DEFAULT_MAX_COLUMNS};
+
+use crate::buffer::Limits;
+
+/// Default of MILLPOND_MAX_RECORD_BYTES: 16 MiB, above Kafka's usual message
+/// limits; a larger message is a dead letter, not a row.
+pub const DEFAULT_MAX_RECORD_BYTES: u64 = 16 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageConfig {
+    /// MILLPOND_MAX_COLUMNS and MILLPOND_MAX_RECORD_BYTES.
+    pub limits: Limits,
+    /// MILLPOND_SORT_BY: keys, left to right; empty for no sort.
+    pub sort_by: Vec<String>,
+}
+
+impl Default for StageConfig {
+    fn default() -> Self {
+        StageConfig {
+            limits: Limits {
+                max_columns: DEFAULT_MAX_COLUMNS,
+                max_record_bytes: DEFAULT_MAX_RECORD_BYTES as usize,
+            },
+            sort_by: Vec::new(),
+        }
+    }
+}
+
+impl StageConfig {
+    /// Reads the group; every problem is recorded in `r` with its variable.
+    pub fn from_env(r: &mut EnvReader<'_>) -> StageConfig {
+        let max_columns =
+            r.positive_u64("MILLPOND_MAX_COLUMNS", DEFAULT_MAX_COLUMNS as u64) as usize;
+        let max_record_bytes =
+            r.positive_u64("MILLPOND_MAX_RECORD_BYTES", DEFAULT_MAX_RECORD_BYTES) as usize;
+        let sort_by = sort_keys(r);
+        StageConfig {
+            limits: Limits {
+                max_columns,
+                max_record_bytes,
+            },
+            sort_by,
+        }
+    }
+}
+
+fn sort_keys(r: &mut EnvReader<'_>) -> Vec<String> {
+    const VAR: &str = "MILLPOND_SORT_BY";
+    let Some(raw) = r.optional(VAR).filter(|v| !v.trim().is_empty()) else {
+        return Vec::new();
+    };
+    let keys: Vec<String> = raw.split(',').map(|k| k.trim().to_owned()).collect();
+    let mut seen = std::collections::HashSet::new();
+    for k in &keys {
+        if !is_safe_identifier(k) {
+            r.errors.push(
+                VAR,
+                format!("{k:?} is not a column name [A-Za-z_][A-Za-z0-9_]*"),
+            );
+        } else if !seen.insert(k.to_ascii_lowercase()) {
+            r.errors.push(VAR, format!("{k:?} is listed twice"));
+        }
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use millpond_shared::config::Env;
+
+    fn read(pairs: &[(&str, &str)]) -> Result<StageConfig, String> {
+        let env = Env::from_pairs(pairs.iter().copied());
+        let mut r = EnvReader::new(&env);
+        let cfg = StageConfig::from_env(&mut r);
+        r.finish().map(|()| cfg).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn sort_keys_are_names_listed_once() {
+        assert_eq!(read(&[]).unwrap(), StageConfig::default());
+        let cfg = read(&[("MILLPOND_SORT_BY", "team_id, timestamp")]).unwrap();
+        assert_eq!(cfg.sort_by, ["team_id", "timestamp"]);
+        let e = read(&[("MILLPOND_SORT_BY", "a,b-c,A")]).unwrap_err();
+        assert!(
+            e.contains("MILLPOND_SORT_BY") && e.contains("b-c") && e.contains("twice"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,83 @@
+//! The record stages between conversion and the writer, in the spec's
+//! order: conversion and limits (the pending buffer), then the pre-write
+//! sort of the consolidated flush. One path: the consume loop, the replay
+//! tool and the benchmarks all call [`Stages::process`] and [`Stages::cut`].
+pub mod config;
+pub mod sort;
+
+use arrow::error::ArrowError;
+use millpond_proto::FlushTrigger;
+
+use crate::buffer::{Added, Cut, Pending, Record};
+pub use config::StageConfig;
+use sort::{Skipped, Sorted};
+
+pub struct Stages {
+    pending: Pending,
+    sort_by: Vec<String>,
+    warned: sort::Warned,
+}
+
+/// A flush ready to send, and what the sort did.
+pub struct Staged {
+    pub cut: Cut,
+    /// Set when the flush goes unsorted although MILLPOND_SORT_BY is set;
+    /// `warn` is true the first time this (reason, keys) is seen.
+    pub sort_skipped: Option<(Skipped, bool)>,
+}
+
+impl Stages {
+    pub fn new(cfg: &StageConfig) -> Stages {
+        Stages {
+            pending: Pending::with_limits(cfg.limits),
+            sort_by: cfg.sort_by.clone(),
+            warned: sort::Warned::default(),
+        }
+    }
+
+    /// Runs consumed records of `topic` through the stages into the buffer.
+    pub fn process(&mut self, topic: &str, records: &[Record<'_>]) -> Added {
+        self.pending.add(topic, records)
+    }
+
+    /// Takes everything pending as one flush, sorted when configured.
+    pub fn cut(
+        &mut self,
+        topic: &str,
+        trigger: FlushTrigger,
+        flush_id: String,
+    ) -> Result<Staged, ArrowError> {
+        let mut cut = self.pending.cut(topic, trigger, flush_id)?;
+        if self.sort_by.is_empty() || cut.batches.is_empty() {
+            return Ok(Staged {
+                cut,
+                sort_skipped: None,
+            });
+        }
+        let batches = std::mem::take(&mut cut.batches);
+        let sort_skipped = match sort::sort(&cut.schema, batches, &self.sort_by)? {
+            Sorted::Sorted(b) => {
+                cut.batches = b;
+                None
+            }
+            Sorted::Skipped(b, why) => {
+                cut.batches = b;
+                let first = self.warned.first_time(&why);
+                Some((why, first))
+            }
+        };
+        Ok(Staged { cut, sort_skipped })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.pending.bytes()
+    }
+
+    pub fn rows(&self) -> usize {
+        self.pending.rows()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+}
