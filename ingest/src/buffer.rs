@@ -36,6 +36,19 @@ pub struct Added {
     pub dead_letters: Vec<&'static str>,
     /// Values dead-lettered out of rows (keys in the reserved namespace).
     pub dead_values: usize,
+    /// Records a filter stage removed, by reason (not rows, not dead letters).
+    pub filtered: Vec<(&'static str, usize)>,
+    /// Rows kept by the allowlist, per matched value.
+    pub matched: Vec<(String, usize)>,
+}
+
+/// What a filter stage decided for one converted batch.
+#[derive(Debug, Default)]
+pub struct Decision {
+    /// One entry per row: kept or not. `None`: keep everything.
+    pub keep: Option<arrow::array::BooleanArray>,
+    pub filtered: Vec<(&'static str, usize)>,
+    pub matched: Vec<(String, usize)>,
 }
 
 /// A flush cut from the buffer, ready to send.
@@ -143,6 +156,18 @@ impl Pending {
     /// coordinates and bytes, tombstones are only tracked. Every record's
     /// offset joins the flush's ranges.
     pub fn add(&mut self, topic: &str, records: &[Record<'_>]) -> Added {
+        self.add_filtered(topic, records, |_| Decision::default())
+    }
+
+    /// [`Pending::add`] with a filter stage between conversion and the
+    /// buffer: rows it removes are counted in [`Added::filtered`], keep
+    /// their offsets in the flush's ranges, and leave no dead letters.
+    pub fn add_filtered(
+        &mut self,
+        topic: &str,
+        records: &[Record<'_>],
+        filter: impl FnOnce(&RecordBatch) -> Decision,
+    ) -> Added {
         let mut sources = Vec::with_capacity(records.len());
         let mut payloads = Vec::with_capacity(records.len());
         let mut oversized = Vec::new();
@@ -163,6 +188,8 @@ impl Pending {
             tombstones: records.len() - payloads.len() - oversized.len(),
             dead_letters: Vec::with_capacity(converted.skipped.len() + oversized.len()),
             dead_values: 0,
+            filtered: Vec::new(),
+            matched: Vec::new(),
         };
         for r in oversized {
             added
@@ -189,7 +216,53 @@ impl Pending {
             added.dead_letters.push(reason);
             self.dead_letter(record_letter(topic, r, reason));
         }
+        let mut batch = converted.batch;
+        let mut kept_rows: Option<Vec<bool>> = None;
+        if let Some(b) = batch.take() {
+            let decision = filter(&b);
+            added.filtered = decision.filtered;
+            added.matched = decision.matched;
+            match decision.keep {
+                Some(keep) if keep.true_count() < b.num_rows() => {
+                    let mask: Vec<bool> = (0..keep.len())
+                        .map(|i| keep.is_valid(i) && keep.value(i))
+                        .collect();
+                    let kept = arrow::compute::filter_record_batch(&b, &keep)
+                        .expect("mask has one entry per row");
+                    row_sources = row_sources
+                        .iter()
+                        .zip(&mask)
+                        .filter(|(_, k)| **k)
+                        .map(|(r, _)| *r)
+                        .collect();
+                    added.rows = kept.num_rows();
+                    batch = (kept.num_rows() > 0).then_some(kept);
+                    kept_rows = Some(mask);
+                }
+                _ => batch = Some(b),
+            }
+        }
+        // Row numbers of the converted batch -> of the kept rows.
+        let renumber: Option<Vec<Option<usize>>> = kept_rows.map(|mask| {
+            let mut n = 0;
+            mask.iter()
+                .map(|&k| {
+                    k.then(|| {
+                        n += 1;
+                        n - 1
+                    })
+                })
+                .collect()
+        });
         for o in converted.overflow {
+            let row = match &renumber {
+                Some(map) => match map[o.row] {
+                    Some(r) => r,
+                    None => continue, // a filtered record leaves no dead letter
+                },
+                None => o.row,
+            };
+            let o = crate::convert::Overflow { row, ..o };
             added.dead_values += 1;
             self.dead_letter(DeadLetter::value(
                 topic,
@@ -200,7 +273,7 @@ impl Pending {
                 o.text.into_bytes(),
             ));
         }
-        if let Some(batch) = converted.batch {
+        if let Some(batch) = batch {
             let batch = self.admit(topic, batch, &row_sources, &mut added);
             let bytes = batch.get_array_memory_size();
             self.push(batch, bytes);

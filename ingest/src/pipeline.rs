@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use millpond_proto::FlushTrigger;
-use millpond_shared::metrics::{error_type, skip_reason, IngestMetrics};
+use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason, IngestMetrics};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
@@ -207,16 +207,31 @@ impl Pipeline {
         if added.tombstones > 0 {
             self.metrics.tombstones.inc_by(added.tombstones as u64);
         }
-        if !added.dead_letters.is_empty() {
-            // Every record-level dead letter is what the original counted
-            // as a JSON parse skip.
+        for reason in &added.dead_letters {
+            // The converter's reasons are what the original counted as a
+            // JSON parse skip; an oversized record has its own label.
+            let label = if *reason == dead_letter_reason::OVERSIZED_RECORD {
+                dead_letter_reason::OVERSIZED_RECORD
+            } else {
+                skip_reason::JSON_PARSE
+            };
             self.metrics
                 .records_skipped
-                .with_label_values(&[skip_reason::JSON_PARSE])
-                .inc_by(added.dead_letters.len() as u64);
-            for reason in &added.dead_letters {
-                tracing::debug!(reason, "record is not a JSON object: dead letter");
-            }
+                .with_label_values(&[label])
+                .inc();
+            tracing::debug!(reason, "record is not a row: dead letter");
+        }
+        for (reason, n) in &added.filtered {
+            self.metrics
+                .records_skipped
+                .with_label_values(&[reason])
+                .inc_by(*n as u64);
+        }
+        for (value, n) in &added.matched {
+            self.metrics
+                .filter_matched
+                .with_label_values(&[value])
+                .inc_by(*n as u64);
         }
     }
 

@@ -412,3 +412,64 @@ fn consumer_lag_falls_to_zero_once_everything_is_committed() {
     w.stop();
     assert_eq!(distinct_seq(&lake), (600, 600));
 }
+
+/// The allowlist and denylist compose as keep AND NOT drop; filtered records
+/// are counted by reason, their offsets committed, and conservation holds:
+/// consumed == written + dead letters + tombstones + filtered.
+#[test]
+fn filters_keep_and_drop_with_conservation() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(TOPIC, 2, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    // team_id = seq % 3; a record without team_id and a tombstone too.
+    produce_events(&bs, TOPIC, 2, 0, 300);
+    produce(
+        &bs,
+        TOPIC,
+        &[(0, Some(br#"{"seq":1000}"#.to_vec())), (1, None)],
+    );
+    let lake = Lake::new(Backend::Embedded, "events");
+    let w = Writer::start(&lake);
+    let mut o = opts(&bs, &w.addr, 1, 0);
+    o.extra
+        .push(("MILLPOND_FILTER_KEEP_FIELD_NAME", "team_id".into()));
+    o.extra.push(("MILLPOND_FILTER_VALUES", "0,1".into()));
+    o.extra
+        .push(("MILLPOND_FILTER_DROP_FIELD_NAME", "event".into()));
+    o.extra.push(("MILLPOND_FILTER_DROP_VALUES", "e0".into()));
+    o.extra.push(("MILLPOND_SORT_BY", "team_id,seq".into()));
+    let ingest = Ingest::start(&o, lake.dir.path());
+    eventually(Duration::from_secs(60), "all offsets committed", || {
+        total_committed(&bs, 2) == 302
+    });
+    let skipped = |r: &str| ingest.metric("millpond_records_skipped_total", &[("reason", r)]);
+    // seq % 3 == 2 is excluded (100); the record without team_id is missing;
+    // of the 200 kept, event e0 (seq % 5 == 0) is dropped.
+    let kept_model = (0..300u64).filter(|i| i % 3 != 2 && i % 5 != 0).count() as f64;
+    let dropped_model = (0..300u64).filter(|i| i % 3 != 2 && i % 5 == 0).count() as f64;
+    assert_eq!(skipped("filter_excluded"), 100.0);
+    assert_eq!(skipped("filter_field_missing"), 1.0);
+    assert_eq!(skipped("filter_dropped"), dropped_model);
+    let matched = ingest.metric("millpond_filter_matched_total", &[("value", "0")])
+        + ingest.metric("millpond_filter_matched_total", &[("value", "1")]);
+    assert_eq!(matched, kept_model);
+    let consumed = ingest.metric("millpond_records_consumed_total", &[]);
+    let written = w.metric("millpond_records_written_total", &[]);
+    let dead = w.metric("millpond_dead_letters_total", &[]);
+    let tombstones = ingest.metric("millpond_tombstones_total", &[]);
+    let filtered =
+        skipped("filter_excluded") + skipped("filter_field_missing") + skipped("filter_dropped");
+    assert_eq!((consumed, written, tombstones), (302.0, kept_model, 1.0));
+    assert_eq!(
+        consumed,
+        written + dead + tombstones + filtered,
+        "conservation"
+    );
+    ingest.stop();
+    w.stop();
+    assert_eq!(lake.count() as f64, kept_model);
+    assert_eq!(
+        lake.column_text("count(*) FILTER (WHERE team_id = 2 OR event = 'e0')"),
+        vec![Some("0".into())]
+    );
+}

@@ -2,6 +2,7 @@
 //! and the pre-write sort.
 use millpond_shared::config::{is_safe_identifier, EnvReader, DEFAULT_MAX_COLUMNS};
 
+use super::filter::{Filter, Values};
 use crate::buffer::Limits;
 
 /// Default of MILLPOND_MAX_RECORD_BYTES: 16 MiB, above Kafka's usual message
@@ -14,6 +15,10 @@ pub struct StageConfig {
     pub limits: Limits,
     /// MILLPOND_SORT_BY: keys, left to right; empty for no sort.
     pub sort_by: Vec<String>,
+    /// MILLPOND_FILTER_KEEP_FIELD_NAME + MILLPOND_FILTER_VALUES.
+    pub keep: Option<Filter>,
+    /// MILLPOND_FILTER_DROP_FIELD_NAME + MILLPOND_FILTER_DROP_VALUES.
+    pub drop: Option<Filter>,
 }
 
 impl Default for StageConfig {
@@ -24,6 +29,8 @@ impl Default for StageConfig {
                 max_record_bytes: DEFAULT_MAX_RECORD_BYTES as usize,
             },
             sort_by: Vec::new(),
+            keep: None,
+            drop: None,
         }
     }
 }
@@ -36,12 +43,67 @@ impl StageConfig {
         let max_record_bytes =
             r.positive_u64("MILLPOND_MAX_RECORD_BYTES", DEFAULT_MAX_RECORD_BYTES) as usize;
         let sort_by = sort_keys(r);
+        let keep = filter(
+            r,
+            "MILLPOND_FILTER_KEEP_FIELD_NAME",
+            "MILLPOND_FILTER_VALUES",
+        );
+        let drop = filter(
+            r,
+            "MILLPOND_FILTER_DROP_FIELD_NAME",
+            "MILLPOND_FILTER_DROP_VALUES",
+        );
+        for var in [
+            "MILLPOND_INCLUDE_VALUES_URL",
+            "MILLPOND_INCLUDE_VALUES_MODE",
+            "MILLPOND_INCLUDE_VALUES_AUTH_HEADER_NAME",
+            "MILLPOND_INCLUDE_VALUES_AUTH_TOKEN",
+        ] {
+            if r.optional(var).is_some() {
+                r.errors.push(
+                    var,
+                    "the dynamic allowlist source is not available in this version; unset it (the static MILLPOND_FILTER_VALUES list applies)",
+                );
+            }
+        }
         StageConfig {
             limits: Limits {
                 max_columns,
                 max_record_bytes,
             },
             sort_by,
+            keep,
+            drop,
+        }
+    }
+}
+
+/// A filter's field and values, set together or not at all.
+fn filter(r: &mut EnvReader<'_>, field_var: &str, values_var: &str) -> Option<Filter> {
+    let field = r.optional(field_var).filter(|v| !v.trim().is_empty());
+    let values = r.optional(values_var).filter(|v| !v.trim().is_empty());
+    match (field, values) {
+        (None, None) => None,
+        (Some(_), None) => {
+            r.errors
+                .push(values_var, format!("is required when {field_var} is set"));
+            None
+        }
+        (None, Some(_)) => {
+            r.errors
+                .push(field_var, format!("is required when {values_var} is set"));
+            None
+        }
+        (Some(field), Some(raw)) => {
+            let field = r.safe_identifier(field_var, Some(field.trim().to_owned()))?;
+            match Values::parse(&raw) {
+                Some(values) => Some(Filter { field, values }),
+                None => {
+                    r.errors
+                        .push(values_var, format!("has an empty value in {raw:?}"));
+                    None
+                }
+            }
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The record stages between conversion and the writer, in the spec's
-//! order: conversion and limits (the pending buffer), then the pre-write
-//! sort of the consolidated flush. One path: the consume loop, the replay
+//! order: conversion and limits, the allowlist and denylist filters, the
+//! pending buffer, then the pre-write sort of the consolidated flush. One path: the consume loop, the replay
 //! tool and the benchmarks all call [`Stages::process`] and [`Stages::cut`].
 pub mod config;
+pub mod filter;
 pub mod sort;
 
 use arrow::error::ArrowError;
@@ -14,6 +15,7 @@ use sort::{Skipped, Sorted};
 
 pub struct Stages {
     pending: Pending,
+    filters: filter::Filters,
     sort_by: Vec<String>,
     warned: sort::Warned,
 }
@@ -30,6 +32,7 @@ impl Stages {
     pub fn new(cfg: &StageConfig) -> Stages {
         Stages {
             pending: Pending::with_limits(cfg.limits),
+            filters: filter::Filters::new(cfg.keep.clone(), cfg.drop.clone()),
             sort_by: cfg.sort_by.clone(),
             warned: sort::Warned::default(),
         }
@@ -37,7 +40,9 @@ impl Stages {
 
     /// Runs consumed records of `topic` through the stages into the buffer.
     pub fn process(&mut self, topic: &str, records: &[Record<'_>]) -> Added {
-        self.pending.add(topic, records)
+        let filters = &mut self.filters;
+        self.pending
+            .add_filtered(topic, records, |batch| filters.decide(batch))
     }
 
     /// Takes everything pending as one flush, sorted when configured.

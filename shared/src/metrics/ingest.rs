@@ -12,6 +12,7 @@ pub struct IngestMetrics {
     pub records_skipped: IntCounterVec,
     pub tombstones: IntCounter,
     pub sort_skipped: IntCounterVec,
+    pub filter_matched: IntCounterVec,
     pub batches_flushed: IntCounterVec,
     pub errors: IntCounterVec,
     pub pending_bytes: IntGauge,
@@ -60,6 +61,12 @@ impl IngestMetrics {
                     "Tombstones consumed (no payload): counted, never written",
                 )
                 .unwrap(),
+            ),
+            filter_matched: counter_vec(
+                registry,
+                "filter_matched_total",
+                "Records kept by the allowlist, per matched value",
+                "value",
             ),
             sort_skipped: counter_vec(
                 registry,
