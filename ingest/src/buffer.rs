@@ -40,11 +40,19 @@ pub struct Added {
     pub filtered: Vec<(&'static str, usize)>,
     /// Rows kept by the allowlist, per matched value.
     pub matched: Vec<(String, usize)>,
+    /// (target type, clean) per column coercion touched.
+    pub coerced: Vec<(&'static str, bool)>,
 }
 
-/// What a filter stage decided for one converted batch.
+/// What the record stages decided for one converted batch.
 #[derive(Debug, Default)]
 pub struct Decision {
+    /// The batch with its columns coerced; `None`: unchanged.
+    pub batch: Option<RecordBatch>,
+    /// Values coercion left NULL, to be dead letters (for kept rows).
+    pub nulled: Vec<crate::stages::coerce::Nulled>,
+    /// (target type, clean) per coerced column.
+    pub coerced: Vec<(&'static str, bool)>,
     /// One entry per row: kept or not. `None`: keep everything.
     pub keep: Option<arrow::array::BooleanArray>,
     pub filtered: Vec<(&'static str, usize)>,
@@ -190,6 +198,7 @@ impl Pending {
             dead_values: 0,
             filtered: Vec::new(),
             matched: Vec::new(),
+            coerced: Vec::new(),
         };
         for r in oversized {
             added
@@ -218,8 +227,12 @@ impl Pending {
         }
         let mut batch = converted.batch;
         let mut kept_rows: Option<Vec<bool>> = None;
+        let mut nulled = Vec::new();
         if let Some(b) = batch.take() {
             let decision = filter(&b);
+            let b = decision.batch.unwrap_or(b);
+            nulled = decision.nulled;
+            added.coerced = decision.coerced;
             added.filtered = decision.filtered;
             added.matched = decision.matched;
             match decision.keep {
@@ -254,6 +267,24 @@ impl Pending {
                 })
                 .collect()
         });
+        for n in nulled {
+            let row = match &renumber {
+                Some(map) => match map[n.row] {
+                    Some(r) => r,
+                    None => continue,
+                },
+                None => n.row,
+            };
+            added.dead_values += 1;
+            self.dead_letter(DeadLetter::value(
+                topic,
+                Some(at(row_sources[row])),
+                dead_letter_reason::COLUMN_COERCION,
+                &n.column,
+                n.target,
+                n.text,
+            ));
+        }
         for o in converted.overflow {
             let row = match &renumber {
                 Some(map) => match map[o.row] {
@@ -462,6 +493,8 @@ fn ints_fit_f64(c: &ArrayRef) -> bool {
 /// conflicting types merged as the converter merges them within a batch.
 pub fn unify(batches: Vec<RecordBatch>) -> Result<(SchemaRef, Vec<RecordBatch>), ArrowError> {
     let mut fields: Vec<(String, DataType)> = Vec::new();
+    // Field metadata (the arrow.uuid extension of a pinned column) as first seen.
+    let mut metadata: Vec<HashMap<String, String>> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for b in &batches {
         for f in b.schema().fields() {
@@ -470,6 +503,7 @@ pub fn unify(batches: Vec<RecordBatch>) -> Result<(SchemaRef, Vec<RecordBatch>),
                 None => {
                     index.insert(f.name().clone(), fields.len());
                     fields.push((f.name().clone(), f.data_type().clone()));
+                    metadata.push(f.metadata().clone());
                 }
             }
         }
@@ -488,7 +522,8 @@ pub fn unify(batches: Vec<RecordBatch>) -> Result<(SchemaRef, Vec<RecordBatch>),
     let schema: SchemaRef = Arc::new(Schema::new(
         fields
             .iter()
-            .map(|(n, t)| Field::new(n, t.clone(), true))
+            .zip(&metadata)
+            .map(|((n, t), m)| Field::new(n, t.clone(), true).with_metadata(m.clone()))
             .collect::<Vec<_>>(),
     ));
     let mut out = Vec::with_capacity(batches.len());

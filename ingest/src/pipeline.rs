@@ -227,6 +227,19 @@ impl Pipeline {
                 .with_label_values(&[reason])
                 .inc_by(*n as u64);
         }
+        for (target, clean) in &added.coerced {
+            if *clean {
+                self.metrics
+                    .columns_coerced
+                    .with_label_values(&[target])
+                    .inc();
+            } else {
+                self.metrics
+                    .errors
+                    .with_label_values(&[error_type::COLUMN_COERCION])
+                    .inc();
+            }
+        }
         for (value, n) in &added.matched {
             self.metrics
                 .filter_matched

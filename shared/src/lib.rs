@@ -3,9 +3,12 @@
 //! endpoints for probes and scraping, logging setup and the retry ladder.
 pub mod config;
 pub mod decimal;
+pub mod exact;
 pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod process;
 pub mod retry;
 pub mod shutdown;
+pub mod timestamp_text;
+pub mod uuid_text;

@@ -120,3 +120,60 @@ fn replay_applies_the_pre_write_sort() {
         ["2,4,0,3,1,0,1,2,3,4"]
     );
 }
+
+/// MILLPOND_TYPED_COLUMNS pins columns: a uuid column lands as a DuckDB
+/// UUID and a timestamp as TIMESTAMPTZ; values that do not convert are
+/// NULL in their row and dead letters (`column_coercion`).
+#[test]
+fn typed_columns_land_as_their_types() {
+    let lake = Lake::new(Backend::Embedded, "events");
+    let w = Writer::start(&lake);
+    let file = lake.dir.path().join("typed.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            "{\"seq\":0,\"uuid\":\"F79C3E09-677C-4BBD-A479-3F349CB785E7\",\"ts\":\"2024-01-01 12:00:00.123\",\"project_id\":null}\n",
+            "{\"seq\":1,\"uuid\":\"urn:uuid:{f79c3e09677c4bbda4793f349cb785e7}\",\"ts\":\"2024-01-01T12:00:00Z\",\"project_id\":7}\n",
+            "{\"seq\":2,\"uuid\":\"0x1234\",\"ts\":\"tomorrow\",\"project_id\":\"7.5\"}\n",
+        ),
+    )
+    .unwrap();
+    let out = Command::new(binary("millpond-replay"))
+        .env(
+            "MILLPOND_TYPED_COLUMNS",
+            "uuid:uuid,ts:timestamptz,project_id:bigint",
+        )
+        .args(["--writer", &w.addr, "--topic", "events", "--partition", "0"])
+        .args(["--jsonl", &file.display().to_string(), "--from", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    w.stop();
+    let types: std::collections::HashMap<String, String> = lake.columns().into_iter().collect();
+    assert_eq!(types["uuid"], "UUID");
+    assert_eq!(types["ts"], "TIMESTAMP WITH TIME ZONE");
+    assert_eq!(types["project_id"], "BIGINT");
+    assert_eq!(
+        lake.query("SELECT seq, uuid, epoch_ms(ts), project_id FROM lake.main.events ORDER BY seq"),
+        [
+            "0|f79c3e09-677c-4bbd-a479-3f349cb785e7|1704110400123|NULL",
+            "1|f79c3e09-677c-4bbd-a479-3f349cb785e7|1704110400000|7",
+            "2|NULL|NULL|NULL",
+        ]
+    );
+    assert_eq!(
+        lake.query(
+            "SELECT kafka_offset, reason, column_name, live_type, original::VARCHAR \
+             FROM lake.main.events_dead_letters ORDER BY column_name"
+        ),
+        [
+            "2|column_coercion|project_id|BIGINT|7.5",
+            "2|column_coercion|ts|TIMESTAMP WITH TIME ZONE|tomorrow",
+            "2|column_coercion|uuid|UUID|0x1234",
+        ]
+    );
+}

@@ -432,6 +432,72 @@ async fn quoted_columns_keep_unsafe_keys(backend: Backend) {
     );
 }
 
+/// A uuid pinned one way and live the other: the live column wins, both ways.
+async fn uuid_live_column_wins(backend: Backend) {
+    use arrow::array::FixedSizeBinaryArray;
+    let lake = Lake::new(backend, "events");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    let uuid_field = Field::new("u", DataType::FixedSizeBinary(16), true).with_metadata(
+        std::collections::HashMap::from([(
+            "ARROW:extension:name".to_owned(),
+            "arrow.uuid".to_owned(),
+        )]),
+    );
+    let bytes = [
+        0xf7, 0x9c, 0x3e, 0x09, 0x67, 0x7c, 0x4b, 0xbd, 0xa4, 0x79, 0x3f, 0x34, 0x9c, 0xb7, 0x85,
+        0xe7,
+    ];
+    let uuids = |name: &str| {
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![uuid_field.clone().with_name(name)])),
+            vec![Arc::new(
+                FixedSizeBinaryArray::try_from_iter(std::iter::once(bytes)).unwrap(),
+            )],
+        )
+        .unwrap()
+    };
+    // Live UUID (created pinned), batch text: parsed back to the bytes.
+    send(&mut c, "a", uuids("u"), 0).await;
+    let text = batch(
+        vec![("u", DataType::Utf8)],
+        vec![Arc::new(StringArray::from(vec![
+            "{F79C3E09-677C-4BBD-A479-3F349CB785E7}",
+            "nope",
+        ]))],
+    );
+    let ack = send(&mut c, "b", text, 1).await;
+    assert_eq!(ack.dead_letters_written, 1);
+    // Live VARCHAR, batch uuid: written as canonical text.
+    let v = batch(
+        vec![("v", DataType::Utf8)],
+        vec![Arc::new(StringArray::from(vec!["x"]))],
+    );
+    send(&mut c, "c", v, 3).await;
+    send(&mut c, "d", uuids("v"), 4).await;
+    assert_eq!(
+        writer.metric("millpond_errors_total", &[("type", "schema")]),
+        3.0,
+        "two rewrites, and one flush with a value that is no uuid"
+    );
+    writer.stop();
+    let types: std::collections::HashMap<String, String> = lake.columns().into_iter().collect();
+    assert_eq!(
+        (types["u"].as_str(), types["v"].as_str()),
+        ("UUID", "VARCHAR")
+    );
+    assert_eq!(
+        lake.query("SELECT u, v FROM lake.main.events ORDER BY _inserted_at, u NULLS LAST"),
+        [
+            "f79c3e09-677c-4bbd-a479-3f349cb785e7|NULL",
+            "f79c3e09-677c-4bbd-a479-3f349cb785e7|NULL",
+            "NULL|NULL",
+            "NULL|x",
+            "NULL|f79c3e09-677c-4bbd-a479-3f349cb785e7",
+        ]
+    );
+}
+
 /// Table and schema names that are SQL keywords, with partitioning on.
 async fn keyword_names_work(backend: Backend) {
     let lake = Lake::new(backend, "order");
@@ -617,7 +683,8 @@ every_backend!(
     schema_evolves_across_flushes,
     values_are_never_changed_silently,
     the_table_stops_growing_at_max_columns,
-    quoted_columns_keep_unsafe_keys
+    quoted_columns_keep_unsafe_keys,
+    uuid_live_column_wins
 );
 
 /// Not on the DuckDB-file catalog: nobody else can open it while the writer runs.

@@ -2,6 +2,7 @@
 //! and the pre-write sort.
 use millpond_shared::config::{is_safe_identifier, EnvReader, DEFAULT_MAX_COLUMNS};
 
+use super::coerce::{Coercion, PinType};
 use super::filter::{Filter, Values};
 use crate::buffer::Limits;
 
@@ -15,6 +16,8 @@ pub struct StageConfig {
     pub limits: Limits,
     /// MILLPOND_SORT_BY: keys, left to right; empty for no sort.
     pub sort_by: Vec<String>,
+    /// MILLPOND_TYPED_COLUMNS.
+    pub coercion: Coercion,
     /// MILLPOND_FILTER_KEEP_FIELD_NAME + MILLPOND_FILTER_VALUES.
     pub keep: Option<Filter>,
     /// MILLPOND_FILTER_DROP_FIELD_NAME + MILLPOND_FILTER_DROP_VALUES.
@@ -29,6 +32,7 @@ impl Default for StageConfig {
                 max_record_bytes: DEFAULT_MAX_RECORD_BYTES as usize,
             },
             sort_by: Vec::new(),
+            coercion: Coercion::default(),
             keep: None,
             drop: None,
         }
@@ -53,6 +57,9 @@ impl StageConfig {
             "MILLPOND_FILTER_DROP_FIELD_NAME",
             "MILLPOND_FILTER_DROP_VALUES",
         );
+        let coercion = typed_columns(r);
+        uuid_values(r, &coercion, keep.as_ref(), "MILLPOND_FILTER_VALUES");
+        uuid_values(r, &coercion, drop.as_ref(), "MILLPOND_FILTER_DROP_VALUES");
         for var in [
             "MILLPOND_INCLUDE_VALUES_URL",
             "MILLPOND_INCLUDE_VALUES_MODE",
@@ -72,10 +79,81 @@ impl StageConfig {
                 max_record_bytes,
             },
             sort_by,
+            coercion,
             keep,
             drop,
         }
     }
+}
+
+/// On a uuid-pinned column every static value must be a uuid, or the
+/// allowlist would drop everything and the denylist deny nothing.
+fn uuid_values(r: &mut EnvReader<'_>, coercion: &Coercion, f: Option<&Filter>, var: &str) {
+    let Some(f) = f else { return };
+    if coercion.pin_of(&f.field) != Some(PinType::Uuid) {
+        return;
+    }
+    let bad: Vec<String> = match &f.values {
+        Values::Int(l) => l.iter().map(i64::to_string).collect(),
+        Values::Text(l) => l
+            .iter()
+            .filter(|v| millpond_shared::uuid_text::parse(v).is_none())
+            .cloned()
+            .collect(),
+    };
+    if !bad.is_empty() {
+        r.errors.push(
+            var,
+            format!("{} is uuid-pinned; not uuids: {}", f.field, bad.join(", ")),
+        );
+    }
+}
+
+/// `column:type` pairs; names safe identifiers, types known, one type per
+/// column.
+fn typed_columns(r: &mut EnvReader<'_>) -> Coercion {
+    const VAR: &str = "MILLPOND_TYPED_COLUMNS";
+    let mut pins: Vec<(String, PinType)> = Vec::new();
+    let Some(raw) = r.optional(VAR).filter(|v| !v.trim().is_empty()) else {
+        return Coercion::default();
+    };
+    for pair in raw.split(',').map(str::trim) {
+        let Some((col, ty)) = pair.split_once(':') else {
+            r.errors.push(VAR, format!("{pair:?} is not column:type"));
+            continue;
+        };
+        let (col, ty) = (col.trim(), ty.trim().to_ascii_lowercase());
+        if !is_safe_identifier(col) {
+            r.errors.push(
+                VAR,
+                format!("{col:?} is not a column name [A-Za-z_][A-Za-z0-9_]*"),
+            );
+            continue;
+        }
+        let Some(pin) = PinType::parse(&ty) else {
+            r.errors.push(
+                VAR,
+                format!(
+                    "{ty:?} for {col} is not one of {}",
+                    PinType::NAMES.join(", ")
+                ),
+            );
+            continue;
+        };
+        match pins.iter().find(|(c, _)| c == col) {
+            Some((_, other)) if *other != pin => r.errors.push(
+                VAR,
+                format!(
+                    "{col} is pinned to both {} and {}",
+                    other.label(),
+                    pin.label()
+                ),
+            ),
+            Some(_) => {}
+            None => pins.push((col.to_owned(), pin)),
+        }
+    }
+    Coercion { pins }
 }
 
 /// A filter's field and values, set together or not at all.

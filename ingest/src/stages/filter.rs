@@ -110,6 +110,31 @@ impl Filter {
                         .collect(),
                 )
             }
+            // A uuid column compares the 16 bytes of each listed uuid.
+            (DataType::FixedSizeBinary(16), Values::Text(list)) => {
+                let index: HashMap<[u8; 16], usize> = list
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| millpond_shared::uuid_text::parse(v).map(|b| (b, i)))
+                    .collect();
+                let a = col.as_fixed_size_binary();
+                Some(
+                    (0..n)
+                        .map(|r| {
+                            if a.is_null(r) {
+                                Cell::Null
+                            } else {
+                                lookup(
+                                    a.value(r)
+                                        .try_into()
+                                        .ok()
+                                        .and_then(|b: [u8; 16]| index.get(&b).copied()),
+                                )
+                            }
+                        })
+                        .collect(),
+                )
+            }
             _ => None,
         }
     }
@@ -210,12 +235,13 @@ impl Filters {
                 keep: Some(BooleanArray::from(keep)),
                 filtered: sorted(reasons),
                 matched,
+                ..Decision::default()
             };
         }
         Decision {
             keep: Some(BooleanArray::from(keep)),
             filtered: sorted(reasons),
-            matched: Vec::new(),
+            ..Decision::default()
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The record stages between conversion and the writer, in the spec's
-//! order: conversion and limits, the allowlist and denylist filters, the
-//! pending buffer, then the pre-write sort of the consolidated flush. One path: the consume loop, the replay
+//! order: conversion and limits, column type coercion, the allowlist and
+//! denylist filters, the pending buffer, then the pre-write sort of the
+//! consolidated flush. One path: the consume loop, the replay
 //! tool and the benchmarks all call [`Stages::process`] and [`Stages::cut`].
+pub mod coerce;
 pub mod config;
 pub mod filter;
 pub mod sort;
@@ -15,6 +17,7 @@ use sort::{Skipped, Sorted};
 
 pub struct Stages {
     pending: Pending,
+    coercion: coerce::Coercion,
     filters: filter::Filters,
     sort_by: Vec<String>,
     warned: sort::Warned,
@@ -32,6 +35,7 @@ impl Stages {
     pub fn new(cfg: &StageConfig) -> Stages {
         Stages {
             pending: Pending::with_limits(cfg.limits),
+            coercion: cfg.coercion.clone(),
             filters: filter::Filters::new(cfg.keep.clone(), cfg.drop.clone()),
             sort_by: cfg.sort_by.clone(),
             warned: sort::Warned::default(),
@@ -40,9 +44,16 @@ impl Stages {
 
     /// Runs consumed records of `topic` through the stages into the buffer.
     pub fn process(&mut self, topic: &str, records: &[Record<'_>]) -> Added {
-        let filters = &mut self.filters;
-        self.pending
-            .add_filtered(topic, records, |batch| filters.decide(batch))
+        let (coercion, filters) = (&self.coercion, &mut self.filters);
+        self.pending.add_filtered(topic, records, |batch| {
+            // coercion -> allowlist -> denylist, as the spec orders them.
+            let coerced = coercion.apply(batch);
+            let mut decision = filters.decide(coerced.batch.as_ref().unwrap_or(batch));
+            decision.batch = coerced.batch;
+            decision.nulled = coerced.nulled;
+            decision.coerced = coerced.columns;
+            decision
+        })
     }
 
     /// Takes everything pending as one flush, sorted when configured.

@@ -13,6 +13,7 @@ pub struct IngestMetrics {
     pub tombstones: IntCounter,
     pub sort_skipped: IntCounterVec,
     pub filter_matched: IntCounterVec,
+    pub columns_coerced: IntCounterVec,
     pub batches_flushed: IntCounterVec,
     pub errors: IntCounterVec,
     pub pending_bytes: IntGauge,
@@ -61,6 +62,12 @@ impl IngestMetrics {
                     "Tombstones consumed (no payload): counted, never written",
                 )
                 .unwrap(),
+            ),
+            columns_coerced: counter_vec(
+                registry,
+                "columns_coerced_total",
+                "Pinned columns whose every value converted, once per column per batch",
+                "target_type",
             ),
             filter_matched: counter_vec(
                 registry,

@@ -24,6 +24,9 @@ pub mod error_type {
     pub const OFFSET_COMMIT: &str = "offset_commit";
     pub const SCHEMA: &str = "schema";
     pub const FLIGHT: &str = "flight";
+    /// A pinned column (MILLPOND_TYPED_COLUMNS) with a value that did not
+    /// convert, once per column per batch.
+    pub const COLUMN_COERCION: &str = "column_coercion";
     /// A flush refused because another writer holds a partition's lease.
     pub const PARTITION_LEASED: &str = "partition_leased";
 }
@@ -52,6 +55,8 @@ pub mod dead_letter_reason {
     pub const DUPLICATE_FIELD_NAME: &str = "duplicate_field_name";
     /// The key would take the flush or the table past MILLPOND_MAX_COLUMNS.
     pub const TOO_MANY_COLUMNS: &str = "too_many_columns";
+    /// MILLPOND_TYPED_COLUMNS could not convert the value to the pinned type.
+    pub const COLUMN_COERCION: &str = "column_coercion";
     /// Record level: the message is larger than MILLPOND_MAX_RECORD_BYTES.
     pub const OVERSIZED_RECORD: &str = "oversized_record";
 }

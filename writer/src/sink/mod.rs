@@ -3,7 +3,6 @@
 //! after its commit returned.
 pub mod ducklake;
 mod error;
-pub mod exact;
 mod flush;
 pub mod prepare;
 

@@ -56,6 +56,8 @@ pub struct DuckLakeSink {
     /// Test hook (MILLPOND_FAILPOINT=pause_before_commit:<ms>): hold the
     /// write transaction open before COMMIT, to race another writer.
     pause_before_commit: Option<std::time::Duration>,
+    /// uuid rewrites already logged: (column, live type).
+    uuid_rewrites: std::collections::HashSet<(String, String)>,
 }
 
 impl DuckLakeSink {
@@ -98,6 +100,7 @@ impl DuckLakeSink {
             flushes: 0,
             fence: Fence::new(cfg_owner, cfg_lease),
             pause_before_commit: None,
+            uuid_rewrites: std::collections::HashSet::new(),
         };
         sink.session()?;
         sink.ensure_offsets_table()?;
@@ -386,6 +389,19 @@ impl Sink for DuckLakeSink {
                 dead_letter_reason::TOO_MANY_COLUMNS,
                 &flush.ranges,
             );
+            for (col, live, batch) in &evo.refused {
+                if to_live::is_uuid_rewrite(live, batch) {
+                    // The pin and the live column disagree: the live one wins.
+                    self.metrics
+                        .errors
+                        .with_label_values(&[error_type::SCHEMA])
+                        .inc();
+                    if self.uuid_rewrites.insert((col.clone(), live.clone())) {
+                        tracing::warn!(column = %col, live_type = %live, batch_type = %batch,
+                            "uuid column pinned one way and live the other; values are rewritten to the live type (said once per column and direction)");
+                    }
+                }
+            }
             let done = to_live::to_live(conn, &mut prepared, &evo.refused, &flush.ranges)
                 .map_err(|e| classify(connect::scrub(&self.cfg, &e)))?;
             for (col, live, lost) in &done.failed {

@@ -15,8 +15,8 @@ use millpond_shared::metrics::dead_letter_reason;
 
 use super::sql;
 use super::types::duck_type;
-use crate::sink::exact::{self, Target};
 use crate::sink::prepare::{topic_of, Prepared};
+use millpond_shared::exact::{self, Target};
 
 /// A column the table holds with another type: (name, live type, batch type).
 pub type Refused = (String, String, String);
@@ -86,7 +86,7 @@ pub fn to_live(
                     .is_some_and(|c| duck_type(c[idx].data_type()) == *live) =>
             {
                 let dt = columns[0][idx].data_type().clone();
-                fields[idx] = Field::new(name, dt, true);
+                fields[idx] = with_extension(Field::new(name, dt, true));
             }
             _ => out.cast_in_sql.push((name.clone(), live.clone())),
         }
@@ -106,6 +106,25 @@ pub fn to_live(
     p.schema = schema;
     p.batches = batches;
     Ok(out)
+}
+
+/// 16-byte binary is a uuid here: it carries the canonical `arrow.uuid`
+/// extension, which DuckDB reads as UUID (bare, it would be a BLOB).
+fn with_extension(f: Field) -> Field {
+    if f.data_type() == &arrow::datatypes::DataType::FixedSizeBinary(16) {
+        f.with_metadata(std::collections::HashMap::from([(
+            "ARROW:extension:name".to_owned(),
+            "arrow.uuid".to_owned(),
+        )]))
+    } else {
+        f
+    }
+}
+
+/// True for the two uuid rewrites the spec names (live uuid <- text, live
+/// text <- uuid): counted and logged every time, as the original does.
+pub fn is_uuid_rewrite(live: &str, batch: &str) -> bool {
+    matches!((live, batch), ("UUID", "VARCHAR") | ("VARCHAR", "UUID"))
 }
 
 /// Rows (ascending) whose value DuckDB cannot cast to `live` and read back

@@ -11,25 +11,36 @@
 //! booleans convert to text as their shortest exact spelling.
 use std::sync::Arc;
 
-use millpond_shared::decimal::{exact_f32, exact_f64, Decimal};
+use crate::decimal::{exact_f32, exact_f64, Decimal};
+use crate::{timestamp_text, uuid_text};
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float32Array, Float64Array, Int16Array, Int32Array,
-    Int64Array, Int8Array, StringArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+    Array, ArrayRef, AsArray, BooleanArray, FixedSizeBinaryArray, Float32Array, Float64Array,
+    Int16Array, Int32Array, Int64Array, Int8Array, StringArray, TimestampMicrosecondArray,
+    UInt16Array, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow::datatypes::{
-    DataType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type,
-    UInt32Type, UInt64Type, UInt8Type,
+    DataType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, TimeUnit,
+    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 
 /// A live column type this module converts to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
-    Int { bits: u32, signed: bool },
+    Int {
+        bits: u32,
+        signed: bool,
+    },
     Float32,
     Float64,
     Boolean,
     Text,
+    /// 16 big-endian bytes (FixedSizeBinary(16)); text in the accepted
+    /// wire forms (`uuid_text`) converts, normalised to those bytes.
+    Uuid,
+    /// Microseconds since the epoch, UTC; text in the accepted forms
+    /// (`timestamp_text`) converts, nothing finer than a microsecond.
+    TimestampTz,
 }
 
 impl Target {
@@ -50,6 +61,8 @@ impl Target {
             "DOUBLE" => Some(Target::Float64),
             "BOOLEAN" => Some(Target::Boolean),
             "VARCHAR" => Some(Target::Text),
+            "UUID" => Some(Target::Uuid),
+            "TIMESTAMP WITH TIME ZONE" => Some(Target::TimestampTz),
             _ => None,
         }
     }
@@ -70,6 +83,14 @@ enum Val<'a> {
     Float(f64),
     Bool(bool),
     Text(&'a str),
+    /// A 16-byte binary value (a uuid).
+    Bytes16(&'a [u8]),
+    /// Any other binary value.
+    OtherBytes,
+    /// Microseconds since the epoch, UTC.
+    Micros(i64),
+    /// A time no microsecond count holds (finer, or out of range).
+    Unrepresentable,
 }
 
 /// Converts `array` to `target`; `None` when the source type has no rule
@@ -121,7 +142,40 @@ pub fn convert(array: &dyn Array, target: Target) -> Option<Converted> {
             Val::Text("false") => Some(false),
             _ => None,
         }),
-        Target::Text => collect!(StringArray, |v| Some(to_text(v))),
+        Target::Text => collect!(StringArray, to_text),
+        Target::Uuid => {
+            let bytes: Vec<Option<[u8; 16]>> = cells
+                .iter()
+                .enumerate()
+                .map(|(row, v)| {
+                    let v = (*v)?;
+                    let got = to_uuid(v);
+                    if got.is_none() {
+                        failed.push(row);
+                    }
+                    got
+                })
+                .collect();
+            Arc::new(
+                FixedSizeBinaryArray::try_from_sparse_iter_with_size(bytes.into_iter(), 16)
+                    .expect("16 bytes each"),
+            ) as ArrayRef
+        }
+        Target::TimestampTz => {
+            let out: TimestampMicrosecondArray = cells
+                .iter()
+                .enumerate()
+                .map(|(row, v)| {
+                    let v = (*v)?;
+                    let got = to_micros(v);
+                    if got.is_none() {
+                        failed.push(row);
+                    }
+                    got
+                })
+                .collect();
+            Arc::new(out.with_timezone("UTC")) as ArrayRef
+        }
     };
     Some(Converted { array, failed })
 }
@@ -165,8 +219,83 @@ fn cells(array: &dyn Array) -> Option<Vec<Option<Val<'_>>>> {
                 .map(|i| a.is_valid(i).then(|| Val::Text(a.value(i))))
                 .collect()
         }
+        DataType::FixedSizeBinary(16) => {
+            let a = array.as_fixed_size_binary();
+            (0..a.len())
+                .map(|i| a.is_valid(i).then(|| Val::Bytes16(a.value(i))))
+                .collect()
+        }
+        DataType::Binary => {
+            let a = array.as_binary::<i32>();
+            (0..a.len())
+                .map(|i| a.is_valid(i).then(|| bytes(a.value(i))))
+                .collect()
+        }
+        DataType::LargeBinary => {
+            let a = array.as_binary::<i64>();
+            (0..a.len())
+                .map(|i| a.is_valid(i).then(|| bytes(a.value(i))))
+                .collect()
+        }
+        DataType::Timestamp(unit, _) => {
+            let per_micro: i64 = match unit {
+                TimeUnit::Second => -1_000_000,
+                TimeUnit::Millisecond => -1_000,
+                TimeUnit::Microsecond => 1,
+                TimeUnit::Nanosecond => 1_000,
+            };
+            let raw = array.to_data();
+            let values = raw.buffers()[0].typed_data::<i64>();
+            let offset = raw.offset();
+            (0..array.len())
+                .map(|i| {
+                    array.is_valid(i).then(|| {
+                        let v = values[offset + i];
+                        match per_micro {
+                            // Coarser units scale up exactly (or overflow: refused).
+                            p if p < 0 => {
+                                v.checked_mul(-p).map_or(Val::Unrepresentable, Val::Micros)
+                            }
+                            1 => Val::Micros(v),
+                            // Nanoseconds: exact only on a whole microsecond.
+                            p => {
+                                if v % p == 0 {
+                                    Val::Micros(v / p)
+                                } else {
+                                    Val::Unrepresentable
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect()
+        }
         _ => return None,
     })
+}
+
+fn bytes(b: &[u8]) -> Val<'_> {
+    if b.len() == 16 {
+        Val::Bytes16(b)
+    } else {
+        Val::OtherBytes
+    }
+}
+
+fn to_uuid(v: Val<'_>) -> Option<[u8; 16]> {
+    match v {
+        Val::Text(s) => uuid_text::parse(s),
+        Val::Bytes16(b) => b.try_into().ok(),
+        _ => None,
+    }
+}
+
+fn to_micros(v: Val<'_>) -> Option<i64> {
+    match v {
+        Val::Micros(m) => Some(m),
+        Val::Text(s) => timestamp_text::parse_micros(s),
+        _ => None,
+    }
 }
 
 fn to_int(v: Val<'_>) -> Option<i128> {
@@ -186,7 +315,7 @@ fn to_f64(v: Val<'_>) -> Option<f64> {
         Val::Int(i) => (i.unsigned_abs() <= 1 << 53).then_some(i as f64),
         Val::Float(f) => Some(f),
         Val::Text(s) => exact_f64(s),
-        Val::Bool(_) => None,
+        _ => None,
     }
 }
 
@@ -198,18 +327,21 @@ fn to_f32(v: Val<'_>) -> Option<f32> {
             (f64::from(g) == f || f.is_nan()).then_some(g)
         }
         Val::Text(s) => exact_f32(s),
-        Val::Bool(_) => None,
+        _ => None,
     }
 }
 
-fn to_text(v: Val<'_>) -> String {
-    match v {
+fn to_text(v: Val<'_>) -> Option<String> {
+    Some(match v {
         Val::Int(i) => i.to_string(),
         Val::Float(f) if f.is_finite() => format!("{f}"),
         Val::Float(f) => format!("{f:?}"),
         Val::Bool(b) => b.to_string(),
         Val::Text(s) => s.to_owned(),
-    }
+        Val::Bytes16(b) => uuid_text::format(b),
+        // Arbitrary bytes and times have no one text here.
+        Val::OtherBytes | Val::Micros(_) | Val::Unrepresentable => return None,
+    })
 }
 
 #[cfg(test)]
@@ -315,6 +447,45 @@ mod tests {
     }
 
     #[test]
+    fn uuids_and_timestamps_from_their_text() {
+        let c = text(
+            &[
+                Some("F79C3E09-677C-4BBD-A479-3F349CB785E7"),
+                Some("not-a-uuid"),
+                None,
+            ],
+            Target::Uuid,
+        );
+        assert_eq!(c.failed, [1]);
+        let back = convert(c.array.as_ref(), Target::Text).unwrap();
+        assert_eq!(
+            back.array.as_string::<i32>().value(0),
+            "f79c3e09-677c-4bbd-a479-3f349cb785e7"
+        );
+        let c = text(
+            &[
+                Some("2024-01-01 12:00:00.123"),
+                Some("2024-01-01 12:00:00.1234567"),
+                Some("soon"),
+            ],
+            Target::TimestampTz,
+        );
+        assert_eq!(c.failed, [1, 2]);
+        assert_eq!(
+            c.array
+                .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                .value(0),
+            1_704_110_400_123_000
+        );
+        assert_eq!(
+            c.array.data_type(),
+            &DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+        );
+        let ints = convert(&Int64Array::from(vec![1_704_110_400]), Target::TimestampTz).unwrap();
+        assert_eq!(ints.failed, [0], "a number is not a time");
+    }
+
+    #[test]
     fn booleans_are_not_numbers() {
         let c = convert(
             &BooleanArray::from(vec![true]),
@@ -335,7 +506,11 @@ mod tests {
         let a = c.array.as_string::<i32>();
         assert_eq!((a.value(0), a.value(1)), ("10.5", "1000000000000000000000"));
         assert!(convert(&arrow::array::Date32Array::from(vec![1]), Target::Text).is_none());
-        assert_eq!(Target::of("TIMESTAMP WITH TIME ZONE"), None);
+        assert_eq!(
+            Target::of("TIMESTAMP WITH TIME ZONE"),
+            Some(Target::TimestampTz)
+        );
+        assert_eq!(Target::of("DECIMAL(18,3)"), None);
     }
 
     proptest! {
@@ -347,7 +522,7 @@ mod tests {
             for live in ["TINYINT", "INTEGER", "BIGINT", "UINTEGER", "DOUBLE", "FLOAT", "VARCHAR"] {
                 let c = convert(&ints, Target::of(live).unwrap()).unwrap();
                 if c.failed.is_empty() {
-                    let back = to_text(cells(c.array.as_ref()).unwrap()[0].unwrap());
+                    let back = to_text(cells(c.array.as_ref()).unwrap()[0].unwrap()).unwrap();
                     prop_assert_eq!(Decimal::parse(&back), Decimal::parse(&i.to_string()), "{}", live);
                 }
             }
