@@ -81,6 +81,14 @@ impl Pipeline {
         }
     }
 
+    /// The allowlist follows a dynamic source from now on.
+    pub fn with_live_allowlist(mut self, live: Option<crate::stages::include::LiveValues>) -> Self {
+        if let Some(live) = live {
+            self.stages = self.stages.with_live_allowlist(live);
+        }
+        self
+    }
+
     /// Runs until SIGTERM (Ok, after flushing and committing) or a failure
     /// that must crash the process (Err: nothing past the last ack is
     /// committed, so Kafka replays it).

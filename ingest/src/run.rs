@@ -17,6 +17,10 @@ use crate::kafka::{assign, build_consumer, my_partitions, resume_points};
 use crate::pipeline::Pipeline;
 use millpond_proto::ACTION_INGEST_STOPPED;
 
+fn include_mode(cfg: &IngestConfig) -> Option<crate::stages::include::Mode> {
+    cfg.stages.include.as_ref().map(|i| i.mode)
+}
+
 /// How long a stopping ingest tries to tell the writer it is done.
 const STOPPED_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -53,6 +57,21 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
         .await?;
     tracing::info!(partitions_recorded = lake.len(), writer = %cfg.writer_addr, "read offsets recorded in the lake");
 
+    // The dynamic allowlist: authoritative mode waits here for its first poll.
+    let live_allowlist = match (&cfg.stages.include, &cfg.stages.keep) {
+        (Some(include), Some(keep)) => {
+            let include = include.clone();
+            let pins = keep.values.clone();
+            let metrics = millpond_shared::metrics::IncludeMetrics::new(&registry);
+            let source = tokio::task::spawn_blocking(move || {
+                crate::stages::include::start(&include, &pins, metrics)
+            })
+            .await??;
+            (include_mode(&cfg) == Some(crate::stages::include::Mode::Authoritative))
+                .then_some(source.live)
+        }
+        _ => None,
+    };
     let handle = tokio::runtime::Handle::current();
     let task_cfg = cfg.clone();
     let task_metrics = metrics.clone();
@@ -75,7 +94,9 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
         assign(&consumer, &cfg.topic, &resume, cfg.auto_offset_reset)?;
         let next: HashMap<i32, i64> = resume.iter().map(|r| (r.partition, r.position)).collect();
         tracing::info!(partitions = ?mine, of = count, ordinal = cfg.ordinal, http = %http, "consuming");
-        Pipeline::new(cfg, consumer, task_metrics, writer, handle, health, stop, next).run()
+        Pipeline::new(cfg, consumer, task_metrics, writer, handle, health, stop, next)
+            .with_live_allowlist(live_allowlist)
+            .run()
     })
     .await?;
     // Final flush acknowledged (or given up on): release the writer either

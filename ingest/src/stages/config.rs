@@ -22,6 +22,8 @@ pub struct StageConfig {
     pub keep: Option<Filter>,
     /// MILLPOND_FILTER_DROP_FIELD_NAME + MILLPOND_FILTER_DROP_VALUES.
     pub drop: Option<Filter>,
+    /// MILLPOND_INCLUDE_VALUES_*: the dynamic allowlist source.
+    pub include: Option<super::include::IncludeConfig>,
 }
 
 impl Default for StageConfig {
@@ -35,6 +37,7 @@ impl Default for StageConfig {
             coercion: Coercion::default(),
             keep: None,
             drop: None,
+            include: None,
         }
     }
 }
@@ -60,19 +63,7 @@ impl StageConfig {
         let coercion = typed_columns(r);
         uuid_values(r, &coercion, keep.as_ref(), "MILLPOND_FILTER_VALUES");
         uuid_values(r, &coercion, drop.as_ref(), "MILLPOND_FILTER_DROP_VALUES");
-        for var in [
-            "MILLPOND_INCLUDE_VALUES_URL",
-            "MILLPOND_INCLUDE_VALUES_MODE",
-            "MILLPOND_INCLUDE_VALUES_AUTH_HEADER_NAME",
-            "MILLPOND_INCLUDE_VALUES_AUTH_TOKEN",
-        ] {
-            if r.optional(var).is_some() {
-                r.errors.push(
-                    var,
-                    "the dynamic allowlist source is not available in this version; unset it (the static MILLPOND_FILTER_VALUES list applies)",
-                );
-            }
-        }
+        let include = super::include::config::from_env(r, keep.is_some());
         StageConfig {
             limits: Limits {
                 max_columns,
@@ -82,6 +73,7 @@ impl StageConfig {
             coercion,
             keep,
             drop,
+            include,
         }
     }
 }

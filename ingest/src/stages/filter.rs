@@ -153,6 +153,8 @@ pub struct Filters {
     pub drop: Option<Filter>,
     /// Denylist failures already warned about: (field, column type).
     warned: HashSet<(String, String)>,
+    /// The allowlist's values when a dynamic source governs them.
+    live: Option<crate::stages::include::LiveValues>,
 }
 
 impl Filters {
@@ -161,7 +163,14 @@ impl Filters {
             keep,
             drop,
             warned: HashSet::new(),
+            live: None,
         }
+    }
+
+    /// The allowlist takes its values from `live` (authoritative mode).
+    pub fn with_live_values(mut self, live: crate::stages::include::LiveValues) -> Self {
+        self.live = Some(live);
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -177,7 +186,14 @@ impl Filters {
         let mut keep = vec![true; n];
         let mut reasons: HashMap<&'static str, usize> = HashMap::new();
         let mut matched_at: Vec<Option<usize>> = vec![None; n];
-        if let Some(f) = &self.keep {
+        let live_keep = match (&self.keep, &self.live) {
+            (Some(f), Some(live)) => Some(Filter {
+                field: f.field.clone(),
+                values: live.get(),
+            }),
+            (keep, _) => keep.clone(),
+        };
+        if let Some(f) = &live_keep {
             match f.cells(batch) {
                 None => {
                     keep.iter_mut().for_each(|k| *k = false);
@@ -222,7 +238,7 @@ impl Filters {
             }
         }
         let mut matched: HashMap<usize, usize> = HashMap::new();
-        if let Some(f) = &self.keep {
+        if let Some(f) = &live_keep {
             for (r, m) in matched_at.iter().enumerate() {
                 if let (true, Some(i)) = (keep[r], m) {
                     *matched.entry(*i).or_default() += 1;

@@ -6,6 +6,7 @@
 pub mod coerce;
 pub mod config;
 pub mod filter;
+pub mod include;
 pub mod sort;
 
 use arrow::error::ArrowError;
@@ -32,6 +33,12 @@ pub struct Staged {
 }
 
 impl Stages {
+    /// The allowlist follows `live` from now on (authoritative dynamic source).
+    pub fn with_live_allowlist(mut self, live: include::LiveValues) -> Self {
+        self.filters = std::mem::take(&mut self.filters).with_live_values(live);
+        self
+    }
+
     pub fn new(cfg: &StageConfig) -> Stages {
         Stages {
             pending: Pending::with_limits(cfg.limits),

@@ -3,9 +3,11 @@
 //! All series are named `millpond_*` and carry the constant labels
 //! `pipeline` and `broker_source`. The registry is passed around, never
 //! global, so tests read values back from the registry they built.
+mod include;
 mod ingest;
 mod writer;
 
+pub use include::IncludeMetrics;
 pub use ingest::IngestMetrics;
 pub use writer::WriterMetrics;
 

@@ -1,0 +1,186 @@
+//! The poller thread: fetch, parse, apply under the safety rules, publish
+//! (authoritative) and export gauges. Interval jittered +-10%; each request
+//! bounded by its timeout; redirects refused, so the auth header never
+//! leaves the configured host.
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime};
+
+use millpond_shared::metrics::IncludeMetrics;
+use rand::Rng;
+
+use super::config::{IncludeConfig, Mode};
+use super::set::{IncludeSet, Value};
+use super::LiveValues;
+use crate::stages::filter::Values;
+
+/// A running source: the values the keep filter reads.
+pub struct Source {
+    pub live: LiveValues,
+}
+
+/// Starts polling. In authoritative mode it returns only after the first
+/// successful poll, or fails after the startup timeout.
+pub fn start(
+    cfg: &IncludeConfig,
+    pins: &Values,
+    metrics: IncludeMetrics,
+) -> anyhow::Result<Source> {
+    let client = reqwest::blocking::Client::builder()
+        .timeout(cfg.request_timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let live = LiveValues::new(pins.clone());
+    let set = IncludeSet::new(pins, cfg.removal_polls);
+    metrics.mode.with_label_values(&[cfg.mode.label()]).set(1);
+    metrics.pinned.set(set.pins().len() as i64);
+    tracing::info!(url = %cfg.url, mode = cfg.mode.label(),
+        pins = ?set.pins().iter().map(|v| v.label()).collect::<Vec<_>>(), "dynamic allowlist source");
+    let (first_tx, first_rx) = mpsc::channel();
+    let mut poller = Poller {
+        cfg: cfg.clone(),
+        client,
+        set,
+        live: live.clone(),
+        metrics,
+        first: Some(first_tx),
+    };
+    std::thread::Builder::new()
+        .name("include-values".into())
+        .spawn(move || poller.run())?;
+    if cfg.mode == Mode::Authoritative {
+        first_rx.recv_timeout(cfg.startup_timeout).map_err(|_| {
+            anyhow::anyhow!(
+                "MILLPOND_INCLUDE_VALUES_URL: no successful poll within {}s (MILLPOND_INCLUDE_VALUES_STARTUP_TIMEOUT_S); authoritative mode does not start on a stale set",
+                cfg.startup_timeout.as_secs()
+            )
+        })?;
+    }
+    Ok(Source { live })
+}
+
+struct Poller {
+    cfg: IncludeConfig,
+    client: reqwest::blocking::Client,
+    set: IncludeSet,
+    live: LiveValues,
+    metrics: IncludeMetrics,
+    first: Option<mpsc::Sender<()>>,
+}
+
+impl Poller {
+    fn run(&mut self) {
+        loop {
+            match self.fetch() {
+                Ok(values) => self.apply(values),
+                Err(e) => {
+                    self.metrics.poll_failures.inc();
+                    tracing::warn!(error = %e, "allowlist poll failed; keeping the last good set");
+                }
+            }
+            let jitter = rand::rng().random_range(0.9..1.1);
+            std::thread::sleep(self.cfg.poll_interval.mul_f64(jitter));
+        }
+    }
+
+    fn fetch(&self) -> anyhow::Result<Vec<Value>> {
+        let mut req = self.client.get(&self.cfg.url);
+        if let Some((name, token)) = &self.cfg.auth {
+            req = req.header(name.as_str(), token.expose());
+        }
+        let resp = req
+            .send()
+            .map_err(|e| anyhow::anyhow!("{}", without_url(&e)))?;
+        let status = resp.status();
+        if !status.is_success() {
+            anyhow::bail!("HTTP {status}");
+        }
+        let body: serde_json::Value = resp
+            .json()
+            .map_err(|e| anyhow::anyhow!("not JSON: {}", without_url(&e)))?;
+        let serde_json::Value::Array(items) = body else {
+            anyhow::bail!("not a JSON array");
+        };
+        items
+            .into_iter()
+            .map(|v| match v {
+                serde_json::Value::Number(n) => n
+                    .as_i64()
+                    .map(Value::Int)
+                    .ok_or_else(|| anyhow::anyhow!("{n} is not an integer")),
+                serde_json::Value::String(s) => Ok(Value::Text(s)),
+                other => anyhow::bail!("{other} is not a scalar"),
+            })
+            .collect()
+    }
+
+    fn apply(&mut self, values: Vec<Value>) {
+        let applied = self.set.apply(values);
+        if let Some(reason) = applied.refused {
+            self.metrics.refused.with_label_values(&[reason]).inc();
+            tracing::warn!(reason, "allowlist poll refused by the safety rules");
+        }
+        for (action, list) in [("added", &applied.added), ("removed", &applied.removed)] {
+            if !list.is_empty() {
+                self.metrics
+                    .changes
+                    .with_label_values(&[action])
+                    .inc_by(list.len() as u64);
+                tracing::info!(action, values = ?list.iter().map(|v| v.label()).collect::<Vec<_>>(), "allowlist changed");
+            }
+        }
+        if applied.refused != Some(super::set::EMPTY)
+            && applied.refused != Some(super::set::TYPE_FLIP)
+        {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO);
+            self.metrics.last_success.set(now.as_secs_f64());
+        }
+        let effective = self.set.effective();
+        self.metrics.size.set(effective.len() as i64);
+        self.metrics
+            .pending_removals
+            .set(self.set.pending_removals() as i64);
+        self.metrics.pinned_only.set(self.set.pinned_only() as i64);
+        match self.cfg.mode {
+            Mode::Authoritative => self.live.publish(to_values(&effective)),
+            Mode::Shadow => {
+                let remote = self.set.remote();
+                let pins = self.set.pins();
+                self.metrics
+                    .shadow_only_static
+                    .set(pins.difference(remote).count() as i64);
+                self.metrics
+                    .shadow_only_remote
+                    .set(remote.difference(pins).count() as i64);
+            }
+        }
+        if let Some(tx) = self.first.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+fn to_values(set: &std::collections::BTreeSet<Value>) -> Values {
+    if set.iter().all(|v| matches!(v, Value::Int(_))) {
+        Values::Int(
+            set.iter()
+                .filter_map(|v| match v {
+                    Value::Int(i) => Some(*i),
+                    Value::Text(_) => None,
+                })
+                .collect(),
+        )
+    } else {
+        Values::Text(set.iter().map(|v| v.label()).collect())
+    }
+}
+
+/// reqwest errors name the URL, which may carry a token in its query.
+fn without_url(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(url) = e.url() {
+        s = s.replace(url.as_str(), "<url>");
+    }
+    s
+}
