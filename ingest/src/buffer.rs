@@ -42,6 +42,8 @@ pub struct Added {
     pub matched: Vec<(String, usize)>,
     /// (target type, clean) per column coercion touched.
     pub coerced: Vec<(&'static str, bool)>,
+    /// See [`Decision::invalid_values`].
+    pub invalid_values: usize,
 }
 
 /// What the record stages decided for one converted batch.
@@ -57,6 +59,9 @@ pub struct Decision {
     pub keep: Option<arrow::array::BooleanArray>,
     pub filtered: Vec<(&'static str, usize)>,
     pub matched: Vec<(String, usize)>,
+    /// Filters whose listed values partly cannot match their column (for
+    /// `errors_total{type="filter_value_invalid"}`).
+    pub invalid_values: usize,
 }
 
 /// A flush cut from the buffer, ready to send.
@@ -199,6 +204,7 @@ impl Pending {
             filtered: Vec::new(),
             matched: Vec::new(),
             coerced: Vec::new(),
+            invalid_values: 0,
         };
         for r in oversized {
             added
@@ -233,6 +239,7 @@ impl Pending {
             let b = decision.batch.unwrap_or(b);
             nulled = decision.nulled;
             added.coerced = decision.coerced;
+            added.invalid_values = decision.invalid_values;
             added.filtered = decision.filtered;
             added.matched = decision.matched;
             match decision.keep {
@@ -481,6 +488,23 @@ fn merge(a: &DataType, b: &DataType) -> DataType {
     }
 }
 
+/// A column cast to the flush's merged type; floats into text go through
+/// the converter's own rule (`number_text`), so a number reads the same
+/// whichever batch it came in.
+fn to_type(c: &ArrayRef, t: &DataType) -> Result<ArrayRef, ArrowError> {
+    match (c.data_type(), t) {
+        (DataType::Float64, DataType::Utf8) => {
+            let floats = c.as_primitive::<arrow::datatypes::Float64Type>();
+            let text: arrow::array::StringArray = floats
+                .iter()
+                .map(|v| v.map(millpond_shared::decimal::number_text))
+                .collect();
+            Ok(Arc::new(text))
+        }
+        _ => cast(c, t),
+    }
+}
+
 /// False for an Int64 column holding a value beyond 2^53.
 fn ints_fit_f64(c: &ArrayRef) -> bool {
     const EXACT: u64 = 1 << 53;
@@ -536,7 +560,7 @@ pub fn unify(batches: Vec<RecordBatch>) -> Result<(SchemaRef, Vec<RecordBatch>),
             .iter()
             .map(|(name, t)| match b.column_by_name(name) {
                 Some(c) if c.data_type() == t => Ok(c.clone()),
-                Some(c) => cast(c, t),
+                Some(c) => to_type(c, t),
                 None => Ok(new_null_array(t, b.num_rows())),
             })
             .collect::<Result<_, _>>()?;

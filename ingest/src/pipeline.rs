@@ -248,6 +248,12 @@ impl Pipeline {
                     .inc();
             }
         }
+        if added.invalid_values > 0 {
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::FILTER_VALUE_INVALID])
+                .inc_by(added.invalid_values as u64);
+        }
         for (value, n) in &added.matched {
             self.metrics
                 .filter_matched

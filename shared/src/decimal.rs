@@ -158,6 +158,19 @@ pub fn exact_f32(s: &str) -> Option<f32> {
     (Decimal::parse(&format!("{f:e}")) == Some(d)).then_some(f)
 }
 
+/// How a number is written in a text column: the shortest decimal that
+/// reads back as the same f64, without an exponent. The converter (a number
+/// among strings in one batch) and unify (a float column meeting a text
+/// column across batches) both write numbers this way, so a value's text
+/// never depends on the batch it arrived in.
+pub fn number_text(f: f64) -> String {
+    if f.is_finite() {
+        format!("{f}")
+    } else {
+        format!("{f:?}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
-use millpond_shared::decimal::f64_holds;
+use millpond_shared::decimal::{f64_holds, number_text};
 
 use super::scan::{Tape, Val};
 
@@ -124,6 +124,12 @@ fn append_text<O: OffsetSizeTrait>(b: &mut GenericStringBuilder<O>, v: &Val<'_>,
             // Writing into a string builder cannot fail.
             let _ = write!(b, "{i}");
             b.append_value("");
+        }
+        // A float f64 holds is written as every float column's value would
+        // be in text (shared::decimal::number_text); one it cannot hold
+        // keeps its digits as written.
+        Val::Float(s) if f64_holds(s) => {
+            b.append_value(number_text(s.parse().unwrap_or(f64::NAN)));
         }
         Val::BigInt(s) | Val::Float(s) | Val::Str(s) => b.append_value(s),
         Val::Text(start, end) => b.append_value(text.get(start..end).unwrap_or_default()),

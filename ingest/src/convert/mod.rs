@@ -33,9 +33,11 @@
 //!   - only booleans → `Boolean`; only strings → `Utf8` (unescaped text);
 //!   - any nested object or array → `Utf8` holding the value as JSON text;
 //!   - any other mix (string + number, bool + int, …) → `Utf8`, where each
-//!     non-string value is rendered as its JSON text: `42` → `"42"`,
-//!     `true` → `"true"`, numbers exactly as written in the payload
-//!     (`1.50` stays `"1.50"`, `1E3` stays `"1E3"`);
+//!     non-string value is rendered as text: `42` → `"42"`, `true` →
+//!     `"true"`, a number f64 holds as its shortest decimal without exponent
+//!     (`1.50` → `"1.5"`, `1E3` → `"1000"`: `shared::decimal::number_text`,
+//!     the rule unify uses across batches too), a number f64 cannot hold
+//!     exactly as written;
 //!   - JSON `null` is a null cell. A column whose cells are **all** null in the
 //!     batch is dropped, like the original implementation did.
 //! * **Integers outside the `i64` range** (e.g. `18446744073709551615`, or a

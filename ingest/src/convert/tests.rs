@@ -149,14 +149,12 @@ fn mixed_kinds_become_json_text() {
     }
     assert_eq!(strs(&b, "sn"), [s("a"), s("42"), None, None, None]);
     assert_eq!(strs(&b, "bi"), [s("true"), s("1"), None, None, None]);
-    // Numbers are rendered exactly as written.
-    assert_eq!(
-        strs(&b, "fb"),
-        [s("1.5"), s("false"), s("1.50"), None, None]
-    );
+    // Numbers are written as their shortest decimal, as unify writes a
+    // float column meeting text in another batch.
+    assert_eq!(strs(&b, "fb"), [s("1.5"), s("false"), s("1.5"), None, None]);
     assert_eq!(
         strs(&b, "all"),
-        [s("42"), s("s"), s("true"), s("-1.5e-3"), s("[1,2]")]
+        [s("42"), s("s"), s("true"), s("-0.0015"), s("[1,2]")]
     );
 }
 
@@ -420,6 +418,22 @@ fn columns_beyond_the_limit_are_not_built_but_returned() {
             },
         ]
     );
+}
+
+proptest::proptest! {
+    /// A number's text never depends on the batch it arrived in: next to a
+    /// string in one batch (the converter) or in a float batch unified with
+    /// a text batch (unify), it is the same text.
+    #[test]
+    fn a_number_reads_the_same_whichever_batch_it_came_in(f in proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO) {
+        let lit = format!("{f:e}");
+        let one = batch(&[&format!(r#"{{"v":{lit}}}"#), r#"{"v":"x"}"#]);
+        let float_batch = batch(&[&format!(r#"{{"v":{lit},"w":0.5}}"#)]);
+        let text_batch = batch(&[r#"{"v":"x"}"#]);
+        let (_, unified) = crate::buffer::unify(vec![float_batch, text_batch]).unwrap();
+        let from_unify = unified[0].column_by_name("v").unwrap().as_string::<i32>().value(0).to_owned();
+        proptest::prop_assert_eq!(strs(&one, "v")[0].clone(), Some(from_unify));
+    }
 }
 
 #[test]

@@ -21,6 +21,7 @@ use crate::buffer::Decision;
 pub const FIELD_MISSING: &str = "filter_field_missing";
 pub const EXCLUDED: &str = "filter_excluded";
 pub const DROPPED: &str = "filter_dropped";
+pub const VALUE_INVALID: &str = "filter_value_invalid";
 
 /// A configured value list: all integers, or text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,7 +194,16 @@ impl Filters {
             }),
             (keep, _) => keep.clone(),
         };
-        if let Some(f) = &live_keep {
+        let mut invalid = 0;
+        let keep_usable = live_keep
+            .as_ref()
+            .is_none_or(|f| self.check_uuid_values(batch, f, &mut invalid));
+        if let (Some(_), false) = (&live_keep, keep_usable) {
+            // No listed value can match a uuid column: the allowlist admits
+            // nothing, under its own reason.
+            keep.iter_mut().for_each(|k| *k = false);
+            *reasons.entry(VALUE_INVALID).or_default() += n;
+        } else if let Some(f) = &live_keep {
             match f.cells(batch) {
                 None => {
                     keep.iter_mut().for_each(|k| *k = false);
@@ -216,7 +226,11 @@ impl Filters {
                 }
             }
         }
-        if let Some(f) = &self.drop {
+        let drop = self.drop.clone();
+        let drop_usable = drop
+            .as_ref()
+            .is_none_or(|f| self.check_uuid_values(batch, f, &mut invalid));
+        if let (Some(f), true) = (&drop, drop_usable) {
             match f.cells(batch) {
                 None => {
                     let ty = batch
@@ -251,14 +265,51 @@ impl Filters {
                 keep: Some(BooleanArray::from(keep)),
                 filtered: sorted(reasons),
                 matched,
+                invalid_values: invalid,
                 ..Decision::default()
             };
         }
         Decision {
             keep: Some(BooleanArray::from(keep)),
             filtered: sorted(reasons),
+            invalid_values: invalid,
             ..Decision::default()
         }
+    }
+}
+
+impl Filters {
+    /// On a uuid column, values that are not uuids (served by a dynamic
+    /// source; static ones are refused at startup) are left out of the
+    /// comparison: counted once per batch in `invalid` and warned about once
+    /// per (field, set size, first offender). False when no value is left.
+    fn check_uuid_values(&mut self, batch: &RecordBatch, f: &Filter, invalid: &mut usize) -> bool {
+        let is_uuid = batch
+            .column_by_name(&f.field)
+            .is_some_and(|c| c.data_type() == &DataType::FixedSizeBinary(16));
+        if !is_uuid {
+            return true;
+        }
+        let (bad, total): (Vec<String>, usize) = match &f.values {
+            Values::Int(l) => (l.iter().map(i64::to_string).collect(), l.len()),
+            Values::Text(l) => (
+                l.iter()
+                    .filter(|v| millpond_shared::uuid_text::parse(v).is_none())
+                    .cloned()
+                    .collect(),
+                l.len(),
+            ),
+        };
+        if bad.is_empty() {
+            return true;
+        }
+        *invalid += 1;
+        let key = (format!("{}#{total}", f.field), bad[0].clone());
+        if self.warned.insert(key) {
+            tracing::warn!(field = %f.field, set_size = total, invalid = bad.len(), first = %bad[0],
+                "allowlist values that are not uuids cannot match a uuid column; left out of the comparison");
+        }
+        bad.len() < total && matches!(f.values, Values::Text(_))
     }
 }
 
@@ -373,6 +424,33 @@ mod tests {
         );
         let d = Filters::new(None, Some(f("missing", "9"))).decide(&b);
         assert_eq!((kept(&d), d.filtered), (vec![true, true, true], vec![]));
+    }
+
+    #[test]
+    fn uuid_columns_compare_bytes_and_leave_out_values_that_are_no_uuid() {
+        use arrow::array::FixedSizeBinaryArray;
+        let a = [0x11u8; 16];
+        let b = batch(vec![(
+            "u",
+            Arc::new(FixedSizeBinaryArray::try_from_iter([a, [0x22; 16]].into_iter()).unwrap())
+                as ArrayRef,
+        )]);
+        let id = millpond_shared::uuid_text::format(&a);
+        let mut fs = Filters::new(Some(f("u", &format!("{id},bogus"))), None);
+        let d = fs.decide(&b);
+        assert_eq!((kept(&d), d.invalid_values), (vec![true, false], 1));
+        let mut none_valid = Filters::new(Some(f("u", "bogus,junk")), None);
+        let d = none_valid.decide(&b);
+        assert_eq!(
+            (kept(&d), d.filtered),
+            (vec![false, false], vec![(VALUE_INVALID, 2)])
+        );
+        let mut deny = Filters::new(None, Some(f("u", "bogus")));
+        assert_eq!(
+            kept(&deny.decide(&b)),
+            [true, true],
+            "the denylist denies nothing"
+        );
     }
 
     proptest! {

@@ -29,6 +29,8 @@ pub mod error_type {
     /// A pinned column (MILLPOND_TYPED_COLUMNS) with a value that did not
     /// convert, once per column per batch.
     pub const COLUMN_COERCION: &str = "column_coercion";
+    /// Allowlist values that cannot match their (uuid) column.
+    pub const FILTER_VALUE_INVALID: &str = "filter_value_invalid";
     /// A flush refused because another writer holds a partition's lease.
     pub const PARTITION_LEASED: &str = "partition_leased";
 }
