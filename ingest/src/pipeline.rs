@@ -106,18 +106,22 @@ impl Pipeline {
             if let Some(e) = self.fatal.take() {
                 anyhow::bail!("the Kafka consumer hit a fatal error: {e}");
             }
-            if self.stages.bytes() as u64 >= self.cfg.flush_size {
+            if self.stages.bytes() as u64 >= self.cfg.flush.size {
                 self.flush(FlushTrigger::Size)?;
-            } else if self.window.elapsed() >= self.cfg.flush_interval {
+            } else if self.window.elapsed() >= self.cfg.flush.interval {
                 if self.stages.is_empty() {
                     self.window = Instant::now();
                 } else {
                     self.flush(FlushTrigger::Time)?;
                 }
             }
-            self.lag
-                .maybe_sample(&self.consumer, &self.cfg.topic, &self.next, &self.metrics);
-            let (writer, rt, topic) = (&mut self.writer, &self.rt, self.cfg.topic.as_str());
+            self.lag.maybe_sample(
+                &self.consumer,
+                &self.cfg.kafka.topic,
+                &self.next,
+                &self.metrics,
+            );
+            let (writer, rt, topic) = (&mut self.writer, &self.rt, self.cfg.kafka.topic.as_str());
             let deadline = self.cfg.send_deadline;
             self.discovery.maybe_assign(
                 &self.consumer,
@@ -132,10 +136,10 @@ impl Pipeline {
     }
 
     fn consume_once(&mut self) {
-        let fullness = self.stages.bytes() as f64 / self.cfg.flush_size as f64;
-        let batch_size = adaptive_batch_size(self.cfg.consume_batch_size, fullness);
+        let fullness = self.stages.bytes() as f64 / self.cfg.flush.size as f64;
+        let batch_size = adaptive_batch_size(self.cfg.kafka.consume_batch_size, fullness);
         self.metrics.consume_batch_size.set(batch_size as i64);
-        let timeout = poll_timeout(self.cfg.flush_interval, self.window.elapsed());
+        let timeout = poll_timeout(self.cfg.flush.interval, self.window.elapsed());
 
         let mut messages = Vec::with_capacity(batch_size);
         // The first message may take up to `timeout`; wait in short slices so
@@ -197,7 +201,7 @@ impl Pipeline {
                 .inc_by(n);
         }
         let started = Instant::now();
-        let added = self.stages.process(&self.cfg.topic, &records);
+        let added = self.stages.process(&self.cfg.kafka.topic, &records);
         self.metrics
             .arrow_conversion_seconds
             .observe(started.elapsed().as_secs_f64());
@@ -207,7 +211,7 @@ impl Pipeline {
         self.metrics.pending_bytes.set(self.stages.bytes() as i64);
         self.metrics
             .buffer_fullness
-            .set(self.stages.bytes() as f64 / self.cfg.flush_size as f64);
+            .set(self.stages.bytes() as f64 / self.cfg.flush.size as f64);
     }
 
     /// Counts what the buffer did with one consumed batch.
@@ -268,9 +272,11 @@ impl Pipeline {
             return Ok(());
         }
         let rows = self.stages.rows();
-        let staged = self
-            .stages
-            .cut(&self.cfg.topic, trigger, uuid::Uuid::new_v4().to_string())?;
+        let staged = self.stages.cut(
+            &self.cfg.kafka.topic,
+            trigger,
+            uuid::Uuid::new_v4().to_string(),
+        )?;
         if let Some((why, first)) = &staged.sort_skipped {
             self.metrics
                 .sort_skipped

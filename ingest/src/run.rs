@@ -53,7 +53,7 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     let instance = uuid::Uuid::new_v4().to_string();
     let mut writer = WriterClient::new(cfg.writer_addr.clone()).announcing(instance.clone());
     let lake = writer
-        .recorded_offsets(&cfg.topic, cfg.send_deadline)
+        .recorded_offsets(&cfg.kafka.topic, cfg.send_deadline)
         .await?;
     tracing::info!(partitions_recorded = lake.len(), writer = %cfg.writer_addr, "read offsets recorded in the lake");
 
@@ -78,20 +78,20 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     let result = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         let cfg = task_cfg;
         let consumer = build_consumer(&cfg, crate::kafka::StatsContext { metrics: task_metrics.clone() })?;
-        let md = consumer.fetch_metadata(Some(&cfg.topic), Duration::from_secs(30))?;
+        let md = consumer.fetch_metadata(Some(&cfg.kafka.topic), Duration::from_secs(30))?;
         let count = md
             .topics()
             .iter()
-            .find(|t| t.name() == cfg.topic)
+            .find(|t| t.name() == cfg.kafka.topic)
             .map(|t| t.partitions().len() as i32)
             .filter(|n| *n > 0)
-            .ok_or_else(|| anyhow::anyhow!("topic {} has no partitions (does it exist?)", cfg.topic))?;
+            .ok_or_else(|| anyhow::anyhow!("topic {} has no partitions (does it exist?)", cfg.kafka.topic))?;
         let mine = my_partitions(count, cfg.replica_count, cfg.ordinal);
-        let resume = resume_points(&consumer, &cfg.topic, &mine, cfg.auto_offset_reset, &lake, &task_metrics)?;
+        let resume = resume_points(&consumer, &cfg.kafka.topic, &mine, cfg.kafka.auto_offset_reset, &lake, &task_metrics)?;
         for r in &resume {
             tracing::info!(partition = r.partition, resume = ?r.offset, committed = ?r.committed, lake_next = ?r.lake_next, "partition assigned");
         }
-        assign(&consumer, &cfg.topic, &resume, cfg.auto_offset_reset)?;
+        assign(&consumer, &cfg.kafka.topic, &resume, cfg.kafka.auto_offset_reset)?;
         let next: HashMap<i32, i64> = resume.iter().map(|r| (r.partition, r.position)).collect();
         tracing::info!(partitions = ?mine, of = count, ordinal = cfg.ordinal, http = %http, "consuming");
         Pipeline::new(cfg, consumer, task_metrics, writer, handle, health, stop, next)

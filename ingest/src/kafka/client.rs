@@ -10,28 +10,31 @@ pub type Consumer = BaseConsumer<StatsContext>;
 /// librdkafka properties Millpond sets before KAFKA_CONSUMER_* overrides.
 pub fn client_config(cfg: &IngestConfig) -> ClientConfig {
     let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &cfg.bootstrap_servers)
-        .set("group.id", &cfg.group_id)
+    c.set("bootstrap.servers", &cfg.kafka.bootstrap_servers)
+        .set("group.id", &cfg.kafka.group_id)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "false")
         .set(
             "auto.offset.reset",
-            match cfg.auto_offset_reset {
+            match cfg.kafka.auto_offset_reset {
                 crate::config::OffsetReset::Earliest => "earliest",
                 crate::config::OffsetReset::Latest => "latest",
             },
         )
-        .set("fetch.min.bytes", cfg.fetch_min_bytes.to_string())
-        .set("fetch.wait.max.ms", cfg.fetch_max_wait_ms.to_string())
-        .set("statistics.interval.ms", cfg.stats_interval_ms.to_string())
+        .set("fetch.min.bytes", cfg.kafka.fetch_min_bytes.to_string())
+        .set("fetch.wait.max.ms", cfg.kafka.fetch_max_wait_ms.to_string())
+        .set(
+            "statistics.interval.ms",
+            cfg.kafka.stats_interval_ms.to_string(),
+        )
         // Bounds librdkafka's prefetch per partition: the OOM guard.
         .set("queued.max.messages.kbytes", "16384")
         .set(
             "client.id",
-            format!("millpond-{}-{}", cfg.topic, cfg.ordinal),
+            format!("millpond-{}-{}", cfg.kafka.topic, cfg.ordinal),
         );
-    for (k, v) in &cfg.consumer_overrides {
+    for (k, v) in &cfg.kafka.consumer_overrides {
         c.set(k, v.expose());
     }
     c

@@ -1,37 +1,27 @@
 //! Ingest configuration: the core variables of the spec, read once.
 use std::time::Duration;
 
-use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader, Secret};
+use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OffsetReset {
-    Earliest,
-    Latest,
-}
+mod flush;
+mod kafka;
+
+pub use flush::FlushConfig;
+pub use kafka::{KafkaConfig, OffsetReset};
 
 #[derive(Debug, Clone)]
 pub struct IngestConfig {
     pub common: CommonConfig,
-    pub bootstrap_servers: String,
-    pub topic: String,
+    /// Where records come from.
+    pub kafka: KafkaConfig,
+    /// When a flush is cut.
+    pub flush: FlushConfig,
+    /// The record stages (limits, coercion, filters, sort).
+    pub stages: crate::stages::StageConfig,
     pub replica_count: i32,
     pub ordinal: i32,
     pub destination: String,
     pub table: String,
-    pub flush_size: u64,
-    /// The record stages (limits, sort): their own group.
-    pub stages: crate::stages::StageConfig,
-    pub flush_interval: Duration,
-    pub group_id: String,
-    pub auto_offset_reset: OffsetReset,
-    /// librdkafka properties from KAFKA_CONSUMER_* (lowercase, `_` -> `.`).
-    /// Any of them may be a credential (sasl.password, ssl.key.password, an
-    /// OAuth secret), so every value is a Secret: Debug shows only the keys.
-    pub consumer_overrides: Vec<(String, Secret)>,
-    pub consume_batch_size: usize,
-    pub fetch_min_bytes: u64,
-    pub fetch_max_wait_ms: u64,
-    pub stats_interval_ms: u64,
     /// The writer's Flight address (host:port).
     pub writer_addr: String,
     /// How long one flush may keep being resent before ingest gives up and
@@ -106,48 +96,14 @@ impl IngestConfig {
                 0
             }
         };
-        let flush_size = r.positive_u64("FLUSH_SIZE", 104_857_600);
+        let flush = FlushConfig::from_env(&mut r);
         let stages = crate::stages::StageConfig::from_env(&mut r);
-        let flush_interval = Duration::from_millis(r.positive_u64("FLUSH_INTERVAL_MS", 60_000));
         let default_group = if destination == "ducklake" {
             format!("millpond-{topic}-{table}")
         } else {
             format!("millpond-{destination}-{topic}-{table}")
         };
-        let group_id = r.string_or("GROUP_ID", &default_group);
-        if r.optional("KAFKA_CONSUMER_AUTO_OFFSET_RESET").is_some() {
-            r.errors.push(
-                "KAFKA_CONSUMER_AUTO_OFFSET_RESET",
-                "is not accepted; set KAFKA_AUTO_OFFSET_RESET (earliest or latest) instead",
-            );
-        }
-        let auto_offset_reset = match r
-            .choice(
-                "KAFKA_AUTO_OFFSET_RESET",
-                "earliest",
-                &["earliest", "latest"],
-            )
-            .as_str()
-        {
-            "latest" => OffsetReset::Latest,
-            _ => OffsetReset::Earliest,
-        };
-        let consumer_overrides = env
-            .with_prefix("KAFKA_CONSUMER_")
-            .filter(|(k, _)| *k != "KAFKA_CONSUMER_AUTO_OFFSET_RESET")
-            .map(|(k, v)| {
-                (
-                    k["KAFKA_CONSUMER_".len()..]
-                        .to_ascii_lowercase()
-                        .replace('_', "."),
-                    Secret::new(v),
-                )
-            })
-            .collect();
-        let consume_batch_size = r.positive_u64("CONSUME_BATCH_SIZE", 1000) as usize;
-        let fetch_min_bytes = r.positive_u64("FETCH_MIN_BYTES", 1_048_576);
-        let fetch_max_wait_ms = r.parse_or("FETCH_MAX_WAIT_MS", 500u64, |_| Ok(()));
-        let stats_interval_ms = r.parse_or("STATS_INTERVAL_MS", 5000u64, |_| Ok(()));
+        let kafka = KafkaConfig::from_env(&mut r, env, bootstrap_servers, topic, &default_group);
         let writer_addr = r.string_or("MILLPOND_WRITER_ADDR", millpond_proto::DEFAULT_WRITER_ADDR);
         let port_ok = writer_addr
             .rsplit_once(':')
@@ -173,22 +129,13 @@ impl IngestConfig {
         r.finish()?;
         Ok(IngestConfig {
             common,
-            bootstrap_servers,
-            topic,
+            kafka,
+            flush,
+            stages,
             replica_count,
             ordinal,
             destination,
             table,
-            flush_size,
-            stages,
-            flush_interval,
-            group_id,
-            auto_offset_reset,
-            consumer_overrides,
-            consume_batch_size,
-            fetch_min_bytes,
-            fetch_max_wait_ms,
-            stats_interval_ms,
             writer_addr,
             send_deadline,
             failpoint,
@@ -199,6 +146,7 @@ impl IngestConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use millpond_shared::config::Secret;
 
     fn base() -> Vec<(&'static str, &'static str)> {
         vec![
@@ -214,11 +162,11 @@ mod tests {
     fn defaults_follow_the_spec() {
         let cfg = IngestConfig::from_env(&Env::from_pairs(base())).unwrap();
         assert_eq!(cfg.ordinal, 1);
-        assert_eq!(cfg.flush_size, 104_857_600);
-        assert_eq!(cfg.flush_interval, Duration::from_secs(60));
-        assert_eq!(cfg.group_id, "millpond-events-events_t");
-        assert_eq!(cfg.auto_offset_reset, OffsetReset::Earliest);
-        assert_eq!(cfg.consume_batch_size, 1000);
+        assert_eq!(cfg.flush.size, 104_857_600);
+        assert_eq!(cfg.flush.interval, Duration::from_secs(60));
+        assert_eq!(cfg.kafka.group_id, "millpond-events-events_t");
+        assert_eq!(cfg.kafka.auto_offset_reset, OffsetReset::Earliest);
+        assert_eq!(cfg.kafka.consume_batch_size, 1000);
         assert_eq!(cfg.common.http_port, 8000);
     }
 
@@ -229,7 +177,7 @@ mod tests {
         env.push(("MILLPOND_DESTINATION", "HogLake"));
         env.push(("HOGLAKE_TABLE", "ev"));
         let cfg = IngestConfig::from_env(&Env::from_pairs(env)).unwrap();
-        assert_eq!(cfg.group_id, "millpond-hoglake-events-ev");
+        assert_eq!(cfg.kafka.group_id, "millpond-hoglake-events-ev");
     }
 
     #[test]
@@ -276,7 +224,7 @@ mod tests {
         env.push(("KAFKA_CONSUMER_SECURITY_PROTOCOL", "SASL_SSL"));
         let cfg = IngestConfig::from_env(&Env::from_pairs(env)).unwrap();
         assert_eq!(
-            cfg.consumer_overrides,
+            cfg.kafka.consumer_overrides,
             vec![("security.protocol".into(), Secret::new("SASL_SSL"))]
         );
         assert_eq!(ordinal_from("millpond-events-12"), Some(12));
