@@ -284,6 +284,8 @@ pub struct Publisher {
     orphans: OrphanCounts,
     /// How many times a table was found recreated under our name.
     recreations: u64,
+    /// Columns the catalog refused to add (millpond_errors_total{type="schema"}).
+    schema_errors: u64,
 }
 
 impl Publisher {
@@ -313,6 +315,7 @@ impl Publisher {
             known_uuid: None,
             orphans: OrphanCounts::default(),
             recreations: 0,
+            schema_errors: 0,
         })
     }
 
@@ -330,6 +333,10 @@ impl Publisher {
 
     pub fn recreations(&self) -> u64 {
         self.recreations
+    }
+
+    pub fn schema_errors(&self) -> u64 {
+        self.schema_errors
     }
 
     fn qualified(&self) -> String {
@@ -366,9 +373,42 @@ impl Publisher {
         } else {
             let names: Vec<&str> = missing.iter().map(|d| d.name.as_str()).collect();
             tracing::info!(table = %self.qualified(), columns = ?names, "hoglake: adding columns in one alter");
-            self.catalog
+            match self
+                .catalog
                 .add_columns(&ns, &name, Some(&table.table_uuid), &missing)
-                .await?
+                .await
+            {
+                Ok(t) => t,
+                // The batch was refused as a whole: add the columns one by
+                // one so one bad column cannot block the others. A column
+                // that still fails is left out of the files (logged, counted).
+                Err(e) if e.class() == ErrorClass::Permanent => {
+                    tracing::warn!(table = %self.qualified(), error = %e, "hoglake: batched add_column refused; adding columns one at a time");
+                    let mut live = table;
+                    for def in missing {
+                        match self
+                            .catalog
+                            .add_columns(
+                                &ns,
+                                &name,
+                                Some(&live.table_uuid),
+                                std::slice::from_ref(&def),
+                            )
+                            .await
+                        {
+                            Ok(t) => live = t,
+                            Err(e) if e.class() == ErrorClass::Permanent => {
+                                self.schema_errors += 1;
+                                tracing::warn!(table = %self.qualified(), column = %def.name, error = %e,
+                                    "hoglake: column refused by the catalog; its values are not written");
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    live
+                }
+                Err(e) => return Err(e.into()),
+            }
         };
         if !table.columns.iter().any(|c| c.name == INSERTED_AT) {
             return Err(PublishError::Schema(format!(
@@ -452,7 +492,10 @@ impl Publisher {
             }
             if attempt >= self.retry.max_attempts {
                 if let Some(p) = held.take() {
-                    if !p.maybe_applied {
+                    if p.maybe_applied {
+                        tracing::warn!(key = %p.key, paths = ?p.paths,
+                            "hoglake: retries exhausted after a send whose outcome is unknown; the files may be registered (check GET …/commit/receipts/<key>)");
+                    } else {
                         self.orphans.add("retries_exhausted", &p.paths);
                     }
                 }
@@ -508,7 +551,9 @@ impl Publisher {
                     paths: p.paths,
                 })
             }
-            Err(e) if e.outcome_unknown() => {
+            // No answer, or a 2xx we could not read: the commit may have
+            // applied, so the payload is kept and re-sent identically.
+            Err(e) if e.outcome_unknown() || matches!(e, CatalogError::Decode { .. }) => {
                 p.maybe_applied = true;
                 Err(e.into())
             }
@@ -549,8 +594,7 @@ impl Publisher {
         ranges: &[OffsetRange],
         inserted_at: i64,
     ) -> Result<Prepared, PublishError> {
-        let schema = batches[0].schema();
-        let table = self.bootstrap(&schema).await?;
+        let table = self.bootstrap(&union_schema(batches)).await?;
         let encode = |source| PublishError::Encode {
             table: self.qualified(),
             source,
@@ -642,6 +686,20 @@ impl Publisher {
             maybe_applied: false,
         })
     }
+}
+
+/// Every column of every batch, first appearance wins (a later batch of the
+/// flush may carry a column the first lacks).
+fn union_schema(batches: &[RecordBatch]) -> Schema {
+    let mut fields: Vec<Field> = Vec::new();
+    for batch in batches {
+        for field in batch.schema().fields() {
+            if !fields.iter().any(|f| f.name() == field.name()) {
+                fields.push(field.as_ref().clone());
+            }
+        }
+    }
+    Schema::new(fields)
 }
 
 fn inserted_at_def() -> ColumnDef {
@@ -760,6 +818,27 @@ mod tests {
             let d = p.delay(2, None);
             assert!(d >= s(2) && d <= Duration::from_millis(2500), "{d:?}");
         }
+    }
+
+    #[test]
+    fn union_schema_keeps_every_column_once() {
+        use arrow::array::Int64Array;
+        let a = RecordBatch::try_from_iter(vec![(
+            "x",
+            Arc::new(Int64Array::from(vec![1])) as ArrayRef,
+        )])
+        .unwrap();
+        let b = RecordBatch::try_from_iter(vec![
+            ("y", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+            ("x", Arc::new(Int64Array::from(vec![2])) as ArrayRef),
+        ])
+        .unwrap();
+        let names: Vec<String> = union_schema(&[a, b])
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(names, ["x", "y"]);
     }
 
     #[test]

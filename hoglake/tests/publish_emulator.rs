@@ -689,3 +689,183 @@ async fn a_recreated_table_is_refused_and_never_answered_from_the_old_receipt() 
     assert_eq!(files[0].record_count, 2);
     assert_eq!(ints(&read_back(&p, &files[0].path).await, "id"), [4, 5]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ddl_after_the_read_re_prepares_under_the_same_key() {
+    let Some((s3, bucket)) = s3_from_env() else {
+        return;
+    };
+    let emu = Emulator::start();
+    let mut p = publisher(&emu, &s3, &bucket).await;
+    let table = p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
+    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "delay", "delay_ms": 1000, "count": 1}))
+        .await;
+    let r = ranges(10, 11);
+    let task = tokio::spawn(async move {
+        let receipt = p
+            .publish("flush-ddl", &[batch(&[1, 2], &[1, 1])], &ranges(10, 11))
+            .await;
+        (p, receipt)
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while emu.commits().await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the delayed commit never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Another writer evolves the table while our commit is in flight.
+    let client = CatalogClient::new(&emu.root, CATALOG, DEFAULT_REQUEST_TIMEOUT).unwrap();
+    let extra = ColumnDef {
+        name: "extra".into(),
+        column_type: ColumnType::String,
+        nullable: true,
+        type_params: None,
+        children: None,
+        comment: None,
+    };
+    client
+        .add_columns(NS, TABLE, Some(&table.table_uuid), &[extra])
+        .await
+        .unwrap();
+
+    let (p, receipt) = task.await.unwrap();
+    let receipt = receipt.unwrap();
+    assert_eq!(
+        (receipt.outcome, receipt.rows, receipt.attempts),
+        (Outcome::Published, 2, 2)
+    );
+    let commits = emu.commits().await;
+    assert_eq!(commits.len(), 2);
+    assert_eq!(commits[0]["status"], 409);
+    assert_eq!(commits[0]["response"]["error"], "ddl_since_read_snapshot");
+    assert_eq!(commits[1]["status"], 200);
+    let key = idempotency_key(&table.table_uuid, &r).to_string();
+    assert_eq!(key_of(&commits[0]["body"]), key);
+    assert_eq!(
+        key_of(&commits[1]["body"]),
+        key,
+        "a refusal stores no receipt: the key is reused"
+    );
+    assert!(
+        commits[1]["body"]["read_snapshot"].as_i64() > commits[0]["body"]["read_snapshot"].as_i64(),
+        "the rebuilt payload is planned against the new read"
+    );
+    assert_eq!(p.orphans().get("ddl_since_read_snapshot"), 1);
+    let files = p.catalog().list_files(NS, TABLE, None).await.unwrap();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].path, receipt.paths[0]);
+    let back = read_back(&p, &files[0].path).await;
+    assert!(
+        back.column_by_name("extra").is_some(),
+        "the rebuilt file follows the altered table"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_422_fails_at_once_and_orphans_the_upload() {
+    let Some((s3, bucket)) = s3_from_env() else {
+        return;
+    };
+    let emu = Emulator::start();
+    let mut p = publisher(&emu, &s3, &bucket).await;
+    p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
+    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "status", "status": 422, "count": 1}))
+        .await;
+    let err = p
+        .publish("flush-422", &[batch(&[1], &[1])], &ranges(0, 0))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.class(),
+        millpond_hoglake::catalog::ErrorClass::Permanent
+    );
+    assert!(err.to_string().contains("HTTP 422"), "{err}");
+    assert_eq!(
+        emu.commits().await.len(),
+        1,
+        "no retry of a permanent refusal"
+    );
+    assert_eq!(p.orphans().get("refused"), 1);
+    assert_eq!(emu.data_snapshots().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuilt_flush_after_a_restart_is_recognised_as_already_published() {
+    let Some((s3, bucket)) = s3_from_env() else {
+        return;
+    };
+    let emu = Emulator::start();
+    let r = ranges(50, 52);
+    let mut first = publisher(&emu, &s3, &bucket).await;
+    let published = first
+        .publish("flush-x", &[batch(&[1, 2, 3], &[1, 1, 1])], &r)
+        .await
+        .unwrap();
+    assert_eq!(published.outcome, Outcome::Published);
+
+    // A new process rebuilds the same flush: fresh stamp, fresh object names.
+    let mut second = publisher(&emu, &s3, &bucket).await;
+    let again = second
+        .publish("flush-y", &[batch(&[1, 2, 3], &[1, 1, 1])], &r)
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, Outcome::AlreadyPublished);
+    assert_eq!((again.rows, again.files), (0, 0));
+    assert_eq!(again.snapshot_id, published.snapshot_id);
+    assert_eq!(again.idempotency_key, published.idempotency_key);
+    let commits = emu.commits().await;
+    assert_eq!(commits.len(), 2);
+    assert_eq!(
+        commits[1]["status"], 422,
+        "the server declined the different payload under the used key"
+    );
+    assert_eq!(second.orphans().get("already_published"), 1);
+    assert_eq!(emu.data_snapshots().await, 1);
+    let files = second.catalog().list_files(NS, TABLE, None).await.unwrap();
+    assert_eq!(files.iter().map(|f| f.record_count).sum::<u64>(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exhausted_budget_fails_with_every_attempt_identical() {
+    let Some((s3, bucket)) = s3_from_env() else {
+        return;
+    };
+    let emu = Emulator::start();
+    let client = CatalogClient::new(&emu.root, CATALOG, DEFAULT_REQUEST_TIMEOUT).unwrap();
+    let mut retry = fast_retry();
+    retry.max_attempts = 3;
+    let mut p = Publisher::connect(
+        client,
+        PublisherConfig {
+            namespace: NS.into(),
+            table: TABLE.into(),
+            create_data_path: Some(format!("s3://{bucket}/hoglake-it/{}", uuid::Uuid::new_v4())),
+            s3: s3.clone(),
+            retry,
+        },
+    )
+    .await
+    .unwrap();
+    p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
+    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "status", "status": 503, "retry_after": "0", "count": 0}))
+        .await;
+    let err = p
+        .publish("flush-busy", &[batch(&[1], &[1])], &ranges(0, 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            millpond_hoglake::publish::PublishError::Exhausted { attempts: 3, .. }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("HOGLAKE_MAX_RETRY_COUNT"), "{err}");
+    let commits = emu.commits().await;
+    assert_eq!(commits.len(), 3);
+    assert!(commits.iter().all(|c| c["body"] == commits[0]["body"]));
+    assert_eq!(p.orphans().get("retries_exhausted"), 1);
+    assert_eq!(emu.data_snapshots().await, 0);
+}
