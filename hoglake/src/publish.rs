@@ -289,9 +289,10 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// Resolves the catalog (creating it only with a configured data path)
-    /// and opens its data path's bucket. Fails fast on a bad URL, an
-    /// unreachable control plane or a missing catalog.
+    /// Resolves the catalog (creating it only with a configured data path),
+    /// opens its data path's bucket and probes it with a zero-byte marker
+    /// upload. Fails fast on a bad URL, an unreachable control plane, a
+    /// missing catalog, or an object store that refuses writes.
     pub async fn connect(
         catalog: CatalogClient,
         config: PublisherConfig,
@@ -300,11 +301,13 @@ impl Publisher {
             .resolve_catalog(config.create_data_path.as_deref())
             .await?;
         let store = DataStore::new(&info.data_path, &config.s3)?;
+        let marker = store.probe().await?;
         tracing::info!(
             catalog = %info.name,
             data_path = %info.data_path,
             credentials = config.s3.credential_source(),
-            "hoglake catalog resolved"
+            probe = %marker,
+            "hoglake catalog resolved; object store write probe passed"
         );
         Ok(Self {
             catalog,

@@ -62,6 +62,14 @@ pub enum StoreError {
         #[source]
         source: object_store::Error,
     },
+    #[error("object store probe: cannot write the marker {uri} ({credentials}): {source}; {hint}")]
+    Probe {
+        uri: String,
+        credentials: &'static str,
+        hint: &'static str,
+        #[source]
+        source: object_store::Error,
+    },
     #[error("read of {uri} failed: {source}")]
     Read {
         uri: String,
@@ -173,6 +181,41 @@ impl DataStore {
                 credentials: self.credentials,
                 source,
             })
+    }
+
+    /// The startup credential probe (millpond.md "Credential probe"): a
+    /// zero-byte PutObject of `{data_path}/_millpond/probe`, the same call
+    /// the write path makes, so a missing grant, a wrong bucket or region
+    /// fails before the first flush. The marker is overwritten on every
+    /// start (one object per data path, never registered).
+    pub async fn probe(&self) -> Result<String, StoreError> {
+        let uri = format!("{}/_millpond/probe", self.data_path);
+        let key = self.key(&uri)?;
+        match self.store.put(&key, PutPayload::new()).await {
+            Ok(_) => Ok(uri),
+            Err(source) => {
+                let text = source.to_string();
+                let hint = if text.contains("NoSuchBucket") {
+                    "the bucket does not exist: check HOGLAKE_DATA_PATH / the catalog's data_path"
+                } else if text.contains("AuthorizationHeaderMalformed")
+                    || text.contains("PermanentRedirect")
+                {
+                    "the bucket is in another region: check HOGLAKE_S3_REGION / AWS_REGION"
+                } else if text.contains("InvalidAccessKeyId")
+                    || text.contains("SignatureDoesNotMatch")
+                {
+                    "the keys are wrong: check HOGLAKE_S3_ACCESS_KEY / HOGLAKE_S3_SECRET_KEY"
+                } else {
+                    "check the s3:PutObject grant, HOGLAKE_S3_ENDPOINT and the bucket"
+                };
+                Err(StoreError::Probe {
+                    uri,
+                    credentials: self.credentials,
+                    hint,
+                    source,
+                })
+            }
+        }
     }
 
     /// The whole object at `uri` (read-back checks).

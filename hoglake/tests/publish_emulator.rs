@@ -869,3 +869,124 @@ async fn an_exhausted_budget_fails_with_every_attempt_identical() {
     assert_eq!(p.orphans().get("retries_exhausted"), 1);
     assert_eq!(emu.data_snapshots().await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_read_snapshot_re_prepares_from_a_fresh_read() {
+    let Some((s3, bucket)) = s3_from_env() else {
+        return;
+    };
+    let emu = Emulator::start();
+    let mut p = publisher(&emu, &s3, &bucket).await;
+    let table = p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
+    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "delay", "delay_ms": 1000, "count": 1}))
+        .await;
+    let task = tokio::spawn(async move {
+        let receipt = p
+            .publish("flush-410", &[batch(&[7], &[1])], &ranges(70, 70))
+            .await;
+        (p, receipt)
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while emu.commits().await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the delayed commit never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Another namespace's DDL moves head; expiry then moves the floor to it.
+    let client = CatalogClient::new(&emu.root, CATALOG, DEFAULT_REQUEST_TIMEOUT).unwrap();
+    client.ensure_namespace("other").await.unwrap();
+    let head = client.get_catalog().await.unwrap().head_snapshot_id;
+    assert!(head > table.read_snapshot_id.unwrap());
+    let (status, body) = emu
+        .call(
+            reqwest::Method::POST,
+            &format!("/_emulator/catalogs/{CATALOG}/floor"),
+            Some(json!({"earliest_snapshot_id": head})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    let (p, receipt) = task.await.unwrap();
+    let receipt = receipt.unwrap();
+    assert_eq!((receipt.outcome, receipt.attempts), (Outcome::Published, 2));
+    let commits = emu.commits().await;
+    assert_eq!(commits.len(), 2);
+    assert_eq!(commits[0]["status"], 410);
+    assert_eq!(commits[1]["status"], 200);
+    assert!(commits[1]["body"]["read_snapshot"].as_i64().unwrap() >= head);
+    assert_eq!(p.orphans().get("expired"), 1);
+    assert_eq!(emu.data_snapshots().await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_timeout_while_the_server_commits_still_publishes_once() {
+    let Some((s3, bucket)) = s3_from_env() else {
+        return;
+    };
+    let emu = Emulator::start();
+    let client = CatalogClient::new(&emu.root, CATALOG, Duration::from_millis(400)).unwrap();
+    let mut p = Publisher::connect(
+        client,
+        PublisherConfig {
+            namespace: NS.into(),
+            table: TABLE.into(),
+            create_data_path: Some(format!("s3://{bucket}/hoglake-it/{}", uuid::Uuid::new_v4())),
+            s3: s3.clone(),
+            retry: fast_retry(),
+        },
+    )
+    .await
+    .unwrap();
+    p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
+    // The first commit is served (and applied) only after the client gave up.
+    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "delay", "delay_ms": 1200, "count": 1}))
+        .await;
+    let receipt = p
+        .publish("flush-slow", &[batch(&[1, 2], &[1, 1])], &ranges(0, 1))
+        .await
+        .unwrap();
+    assert!(receipt.attempts >= 2, "the first send timed out");
+    tokio::time::sleep(Duration::from_millis(1500)).await; // let the slow one land
+    let commits = emu.commits().await;
+    assert!(commits.len() >= 2);
+    assert!(
+        commits.iter().all(|c| c["body"] == commits[0]["body"]),
+        "every send identical"
+    );
+    assert!(commits.iter().all(|c| c["status"] == 200), "{commits:?}");
+    assert!(commits
+        .iter()
+        .all(|c| c["response"]["snapshot_id"].as_i64() == receipt.snapshot_id));
+    assert_eq!(emu.data_snapshots().await, 1, "published exactly once");
+    let files = p.catalog().list_files(NS, TABLE, None).await.unwrap();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].record_count, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_refuses_a_data_path_whose_bucket_does_not_exist() {
+    let Some((s3, _)) = s3_from_env() else { return };
+    let emu = Emulator::start();
+    let client = CatalogClient::new(&emu.root, CATALOG, DEFAULT_REQUEST_TIMEOUT).unwrap();
+    let bucket = format!("no-such-bucket-{}", uuid::Uuid::new_v4().simple());
+    let err = Publisher::connect(
+        client,
+        PublisherConfig {
+            namespace: NS.into(),
+            table: TABLE.into(),
+            create_data_path: Some(format!("s3://{bucket}/lake")),
+            s3: s3.clone(),
+            retry: fast_retry(),
+        },
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(&format!("s3://{bucket}/lake/_millpond/probe")),
+        "{err}"
+    );
+    assert!(err.contains("HOGLAKE_DATA_PATH"), "{err}");
+}
