@@ -60,7 +60,7 @@ pub enum StoreError {
         uri: String,
         credentials: &'static str,
         #[source]
-        source: object_store::Error,
+        source: Box<object_store::Error>,
     },
     #[error("object store probe: cannot write the marker {uri} ({credentials}): {source}; {hint}")]
     Probe {
@@ -68,13 +68,13 @@ pub enum StoreError {
         credentials: &'static str,
         hint: &'static str,
         #[source]
-        source: object_store::Error,
+        source: Box<object_store::Error>,
     },
     #[error("read of {uri} failed: {source}")]
     Read {
         uri: String,
         #[source]
-        source: object_store::Error,
+        source: Box<object_store::Error>,
     },
 }
 
@@ -179,7 +179,7 @@ impl DataStore {
             .map_err(|source| StoreError::Upload {
                 uri: uri.to_string(),
                 credentials: self.credentials,
-                source,
+                source: Box::new(source),
             })
     }
 
@@ -212,7 +212,7 @@ impl DataStore {
                     uri,
                     credentials: self.credentials,
                     hint,
-                    source,
+                    source: Box::new(source),
                 })
             }
         }
@@ -223,7 +223,7 @@ impl DataStore {
         let key = self.key(uri)?;
         let read = |source| StoreError::Read {
             uri: uri.to_string(),
-            source,
+            source: Box::new(source),
         };
         self.store
             .get(&key)
