@@ -477,7 +477,15 @@ impl Publisher {
                             }
                             _ => "re_prepare".into(),
                         };
-                        self.orphans.add(&reason, &p.paths);
+                        if p.maybe_applied {
+                            // A send without an answer may still land
+                            // (it can be queued behind this refusal); the
+                            // rebuilt payload reuses the key, so the server
+                            // keeps it to one publication either way.
+                            tracing::warn!(key = %p.key, reason, "hoglake: re-preparing after a send whose outcome is unknown; its files may yet be registered");
+                        } else {
+                            self.orphans.add(&reason, &p.paths);
+                        }
                     }
                 }
                 ErrorClass::Permanent => {
