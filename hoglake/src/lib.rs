@@ -19,21 +19,33 @@
 //! * [`registration`] / [`payload`]: the FileRegistration and commit request
 //!   JSON.
 //!
-//! What it does not do yet: no HTTP (catalog reads, commits, retries and
-//! receipts) and no object storage (uploads). Those come next, in the
-//! writer's hoglake sink; this crate stays free of I/O and of DuckDB.
+//!
+//! The publish path (I/O, async on tokio):
+//! * [`catalog`]: the REST client (catalog, namespace, table, alter,
+//!   commit/prepared, receipts, files) with typed, classified errors;
+//! * [`store`]: uploads to the catalog's S3 data path (`object_store`);
+//! * [`publish`]: one flush -> files per partition tuple -> one prepared
+//!   commit under an idempotency key, with the retry ladder, re-prepare and
+//!   orphan accounting.
+//!
+//! Not here yet: the writer's sink around [`publish::Publisher`] (config
+//! parsing, metrics, partition/sort reconciliation at table creation, type
+//! promotion of live columns). This crate stays free of DuckDB.
 
 pub mod arrow_schema;
 pub mod bounds;
+pub mod catalog;
 pub mod error;
 pub mod murmur3;
 pub mod parquet_file;
 pub mod partition;
 pub mod partition_value;
 pub mod payload;
+pub mod publish;
 pub mod python_format;
 pub mod registration;
 pub mod schema;
 pub mod stats;
+pub mod store;
 
 pub use error::{Error, Result};
