@@ -21,6 +21,30 @@ fn flush_events() -> Vec<String> {
         .collect()
 }
 
+fn rss_kb(field: &str) -> Option<usize> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Resets the process's peak RSS (Linux: `5` to /proc/self/clear_refs).
+fn reset_peak() -> bool {
+    use std::io::Write;
+    let r = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/clear_refs")
+        .and_then(|mut f| f.write_all(b"5"));
+    if let Err(e) = &r {
+        eprintln!("sort bench: cannot reset the peak RSS ({e}); peak not measured");
+    }
+    r.is_ok()
+}
+
 fn bench_sort(c: &mut Criterion) {
     let events = flush_events();
     let records: Vec<Record<'_>> = events
@@ -56,6 +80,20 @@ fn bench_sort(c: &mut Criterion) {
         .sum();
     eprintln!("sort bench: {ROWS} rows, {} MB of Arrow", bytes >> 20);
     drop(probe);
+    // Peak memory of one sorted cut, over the memory the unsorted flush holds.
+    let keys = cfg(&["team_id", "timestamp"]);
+    let s = staged(&keys);
+    if let (Some(before), true) = (rss_kb("VmRSS"), reset_peak()) {
+        let sorted = { s }.cut("events", FlushTrigger::Size, "f".into()).unwrap();
+        if let Some(peak) = rss_kb("VmHWM") {
+            eprintln!(
+                "sort bench: peak memory during the sorted cut: +{} MB over the {} MB flush held before it",
+                peak.saturating_sub(before) >> 10,
+                bytes >> 20
+            );
+        }
+        drop(sorted);
+    }
 
     let mut group = c.benchmark_group("sort");
     group.sample_size(10);

@@ -1,23 +1,28 @@
 //! Produces PostHog-like sample events (~1.3 KB of JSON each) to any broker.
-//!
-//!   millpond-sample-events --bootstrap 127.0.0.1:9092 --topic events --count 50000 [--start 0]
-use anyhow::Context;
+use clap::Parser;
 
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone())
+#[derive(Parser)]
+#[command(
+    name = "millpond-sample-events",
+    about = "Produce PostHog-like sample events (~1.3 KB of JSON each), keyed by distinct_id"
+)]
+struct Args {
+    /// Kafka bootstrap address, host:port.
+    #[arg(long)]
+    bootstrap: String,
+    #[arg(long, default_value = "events")]
+    topic: String,
+    /// How many events.
+    #[arg(long, default_value_t = 10_000)]
+    count: u64,
+    /// Number of the first event (events are deterministic by number).
+    #[arg(long, default_value_t = 0)]
+    start: u64,
 }
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let bootstrap = arg(&args, "--bootstrap").context("--bootstrap is required")?;
-    let topic = arg(&args, "--topic").unwrap_or_else(|| "events".into());
-    let count: u64 = arg(&args, "--count")
-        .unwrap_or_else(|| "10000".into())
-        .parse()?;
-    let start: u64 = arg(&args, "--start")
-        .unwrap_or_else(|| "0".into())
-        .parse()?;
-    millpond_ingest::sample::produce(&bootstrap, &topic, start, count)?;
-    eprintln!("produced {count} events to {topic}");
+    let args = Args::parse();
+    millpond_ingest::sample::produce(&args.bootstrap, &args.topic, args.start, args.count)?;
+    eprintln!("produced {} events to {}", args.count, args.topic);
     Ok(())
 }
