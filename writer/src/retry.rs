@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use millpond_shared::metrics::WriterMetrics;
+use millpond_shared::retry::Ladder;
 
 use crate::sink::{Durable, Flush, Receipt, Sink, SinkError, SinkErrorKind};
 
@@ -16,6 +17,14 @@ pub struct WriteFailure {
     /// The ladder ran out (as opposed to a permanent error).
     pub exhausted: bool,
 }
+
+/// Commit contention: 8 quick attempts, 50 ms doubling with up to +100 %
+/// jitter (about 13 s in all), before an attempt of the outer ladder is spent.
+const CONTENTION: Ladder = Ladder {
+    attempts: 8,
+    base: Duration::from_millis(50),
+    jitter: 1.0,
+};
 
 /// Writes `flush` with the sink's retry ladder. The flush is borrowed on
 /// every attempt, so the same payload is sent each time.
@@ -29,6 +38,7 @@ pub fn write_with_retry(
     let mut failed = 0u32;
     let mut attempts = 0u32;
     let mut fresh = false;
+    let mut contended = 0u32;
     loop {
         attempts += 1;
         match sink.write(flush) {
@@ -38,6 +48,19 @@ pub fn write_with_retry(
                     .errors
                     .with_label_values(&[error.error_type()])
                     .inc();
+                if error.kind == SinkErrorKind::Contention {
+                    // Another writer committed first (DDL or the same table):
+                    // expected with several writers, so it has its own short,
+                    // jittered budget before the outer ladder counts it.
+                    if let Some(delay) = CONTENTION.delay(contended, None) {
+                        tracing::info!(flush_id = %flush.id, attempt = contended + 1, delay_ms = delay.as_millis() as u64,
+                            error = %error.message, "commit contention; retrying against a fresh catalog read");
+                        sink.reset_caches();
+                        sleep(delay);
+                        contended += 1;
+                        continue;
+                    }
+                }
                 if error.kind == SinkErrorKind::Leased {
                     // The sender resends; waiting here would only hold the sink.
                     tracing::info!(flush_id = %flush.id, error = %error.message, "flush refused for now");
@@ -156,6 +179,20 @@ mod tests {
         ]);
         let f = r.unwrap_err();
         assert_eq!((f.attempts, f.exhausted, resets), (2, false, 1));
+    }
+
+    #[test]
+    fn contention_has_its_own_budget_before_the_ladder() {
+        let contention = || SinkError::new(SinkErrorKind::Contention, "Transaction conflict");
+        // Seven conflicts in a row, then the commit goes through.
+        let (r, _) = run((0..7).map(|_| contention()).collect());
+        assert!(r.is_ok());
+        // Endless conflicts: the contention budget (7 retries), then the
+        // outer ladder (3 attempts) is spent.
+        let (r, _) = run((0..40).map(|_| contention()).collect());
+        let f = r.unwrap_err();
+        assert!(f.exhausted, "{f:?}");
+        assert_eq!(f.attempts, 7 + 3);
     }
 
     #[test]
