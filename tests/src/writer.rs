@@ -2,7 +2,7 @@
 use std::time::Duration;
 
 use crate::lake::Lake;
-use crate::process::{free_port, wait_http_ok, Proc};
+use crate::process::{free_port, Proc};
 
 pub struct Writer {
     pub proc: Proc,
@@ -15,7 +15,18 @@ impl Writer {
         Self::start_with(lake, &[])
     }
 
+    /// Starts a writer on free ports. A port taken by another process
+    /// between choosing it and binding it is retried with new ports.
     pub fn start_with(lake: &Lake, extra: &[(&str, &str)]) -> Writer {
+        for _ in 0..3 {
+            if let Some(w) = Self::try_start(lake, extra) {
+                return w;
+            }
+        }
+        panic!("the writer could not bind free ports three times");
+    }
+
+    fn try_start(lake: &Lake, extra: &[(&str, &str)]) -> Option<Writer> {
         let port = free_port();
         let http_port = free_port();
         let mut env = lake.env.clone();
@@ -30,15 +41,29 @@ impl Writer {
             env.push((k.to_string(), v.to_string()));
         }
         let mut proc = Proc::spawn("millpond-writer", &env, lake.dir.path());
-        wait_http_ok(
-            &format!("http://127.0.0.1:{http_port}/readyz"),
-            &mut proc,
-            Duration::from_secs(60),
-        );
-        Writer {
-            proc,
-            addr: format!("127.0.0.1:{port}"),
-            http_port,
+        let url = format!("http://127.0.0.1:{http_port}/readyz");
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if crate::scrape::get(&url).is_ok_and(|r| r.0 == 200) {
+                return Some(Writer {
+                    proc,
+                    addr: format!("127.0.0.1:{port}"),
+                    http_port,
+                });
+            }
+            if !proc.is_running() {
+                let logs = proc.logs();
+                if logs.contains("Address already in use") {
+                    return None;
+                }
+                panic!("millpond-writer exited while starting; logs:\n{logs}");
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "{url} not ready within 60 s; logs:\n{}",
+                proc.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 

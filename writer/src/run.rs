@@ -41,13 +41,9 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     .await??;
     let sink: SharedSink = Arc::new(Mutex::new(Box::new(sink) as Box<dyn Sink>));
 
-    let http_addr: SocketAddr =
-        format!("{}:{}", cfg.common.http_host, cfg.common.http_port).parse()?;
-    let http = millpond_shared::http::serve(http_addr, registry.clone(), health.clone()).await?;
-
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let service = WriterService::new(sink.clone(), metrics, health, fatal_tx)
+    let service = WriterService::new(sink.clone(), metrics, health.clone(), fatal_tx)
         .with_failpoint(cfg.failpoint.clone());
     let activity = service.activity();
     let mut stop = stop_rx.clone();
@@ -55,6 +51,12 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
         let _ = stop.wait_for(|s| *s).await;
     })
     .await?;
+    // HTTP (and with it /readyz) only once Flight is listening: ready means
+    // a flush can be sent.
+    let http_addr: SocketAddr =
+        format!("{}:{}", cfg.common.http_host, cfg.common.http_port).parse()?;
+    let http = millpond_shared::http::serve(http_addr, registry.clone(), health.clone()).await?;
+
     tracing::info!(flight = %server.addr, http = %http, table = %cfg.sink.qualified_table(), "writer ready");
 
     let fatal = tokio::select! {
