@@ -166,6 +166,14 @@ async fn hoglake_writer_publishes_flushes_once_and_acks_a_resend_already_recorde
     };
     assert_eq!(metric("millpond_records_written_total", &[]), 22.0);
     assert_eq!(metric("millpond_flushes_already_recorded_total", &[]), 1.0);
+    // The resend's rebuilt upload was never registered: counted, by reason.
+    assert_eq!(
+        metric(
+            "millpond_hoglake_orphaned_files_total",
+            &[("reason", "already_published")]
+        ),
+        1.0
+    );
     assert_eq!(
         metric(
             "millpond_errors_total",

@@ -83,6 +83,8 @@ pub struct HoglakeSink {
     metrics: WriterMetrics,
     runtime: Handle,
     publisher: Option<Publisher>,
+    /// Orphans per reason already added to the metric.
+    orphans_counted: std::collections::BTreeMap<String, u64>,
 }
 
 impl std::fmt::Debug for HoglakeSink {
@@ -108,6 +110,7 @@ impl HoglakeSink {
             metrics,
             runtime,
             publisher: Some(publisher),
+            orphans_counted: Default::default(),
         })
     }
 
@@ -145,6 +148,24 @@ impl HoglakeSink {
             kind: kind_of(e),
             message: cfg.scrub(&text),
             retry_after,
+        }
+    }
+
+    /// Adds the publisher's new orphans to
+    /// `millpond_hoglake_orphaned_files_total{reason}`.
+    fn count_orphans(&mut self) {
+        let Some(p) = self.publisher.as_ref() else {
+            return;
+        };
+        for (reason, &total) in p.orphans().by_reason() {
+            let seen = self.orphans_counted.entry(reason.clone()).or_default();
+            if total > *seen {
+                self.metrics
+                    .hoglake_orphaned_files
+                    .with_label_values(&[reason.as_str()])
+                    .inc_by(total - *seen);
+                *seen = total;
+            }
         }
     }
 
@@ -189,6 +210,7 @@ impl Sink for HoglakeSink {
         if self.publisher.is_none() {
             let cfg = self.cfg.clone();
             self.publisher = Some(self.runtime.block_on(Self::open(&cfg))?);
+            self.orphans_counted.clear();
         }
         let mut prepared = prepare(flush, &RESERVED_COLUMNS, UnsafeNames::DeadLetter)?;
         let refused = refused_names(&prepared);
@@ -213,6 +235,7 @@ impl Sink for HoglakeSink {
         let result =
             self.runtime
                 .block_on(publisher.publish(&flush.id, &prepared.batches, &ranges));
+        self.count_orphans();
         let receipt = result.map_err(|e| Self::error(&self.cfg, &e))?;
         let letters: Vec<&DeadLetter> = flush
             .dead_letters
@@ -271,6 +294,7 @@ impl Sink for HoglakeSink {
     }
 
     fn close(&mut self) -> Result<(), SinkError> {
+        self.count_orphans();
         if let Some(p) = self.publisher.take() {
             let orphans = p.orphans();
             if orphans.total() > 0 {
