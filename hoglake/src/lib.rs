@@ -28,9 +28,11 @@
 //!   commit under an idempotency key, with the retry ladder, re-prepare and
 //!   orphan accounting.
 //!
-//! Not here yet: the writer's sink around [`publish::Publisher`] (config
-//! parsing, metrics, partition/sort reconciliation at table creation, type
-//! promotion of live columns). This crate stays free of DuckDB.
+//! The writer's sink around [`publish::Publisher`] (HOGLAKE_* config,
+//! metrics, error classes) is `millpond-writer`'s `sink::hoglake`. Not here
+//! yet: partition/sort reconciliation at table creation (the writer refuses
+//! HOGLAKE_PARTITION_BY until then), type promotion of live columns. This
+//! crate stays free of DuckDB.
 
 pub mod arrow_schema;
 pub mod bounds;

@@ -107,3 +107,29 @@ impl Drop for Proc {
         }
     }
 }
+
+/// Polls `url` until it answers 200.
+pub fn wait_http_ok(url: &str, proc: &mut Proc, timeout: Duration) {
+    let until = Instant::now() + timeout;
+    loop {
+        if let Ok(body) = crate::scrape::get(url) {
+            if body.0 == 200 {
+                return;
+            }
+        }
+        if !proc.is_running() {
+            panic!(
+                "{} exited while starting; logs:\n{}",
+                proc.name,
+                proc.logs()
+            );
+        }
+        if Instant::now() > until {
+            panic!(
+                "{url} not healthy within {timeout:?}; logs:\n{}",
+                proc.logs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -5,8 +5,34 @@ use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
 
 use crate::flight::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::sink::ducklake::config::DuckLakeConfig;
+use crate::sink::hoglake::config::HoglakeConfig;
 
 pub use millpond_proto::DEFAULT_WRITER_ADDR;
+
+/// Where flushes go (MILLPOND_DESTINATION: `ducklake`, the default, or
+/// `hoglake`).
+#[derive(Debug, Clone)]
+pub enum Destination {
+    DuckLake(Box<DuckLakeConfig>),
+    Hoglake(Box<HoglakeConfig>),
+}
+
+impl Destination {
+    /// `schema.table` / `namespace.table`, for logs.
+    pub fn qualified_table(&self) -> String {
+        match self {
+            Destination::DuckLake(c) => c.qualified_table(),
+            Destination::Hoglake(c) => c.qualified_table(),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Destination::DuckLake(_) => "ducklake",
+            Destination::Hoglake(_) => "hoglake",
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct WriterConfig {
@@ -14,7 +40,7 @@ pub struct WriterConfig {
     /// Flight listen address; loopback by default (the pod's sidecar link).
     pub addr: SocketAddr,
     pub max_message_bytes: usize,
-    pub sink: DuckLakeConfig,
+    pub sink: Destination,
     /// Test hook (MILLPOND_FAILPOINT): `kill_after_commit` makes the process
     /// abort itself (like a SIGKILL) after the lake commit and before the acknowledgement;
     /// `pause_before_commit:<ms>` holds each write transaction open that long
@@ -29,13 +55,12 @@ impl WriterConfig {
     pub fn from_env(env: &Env) -> Result<Self, ConfigErrors> {
         let mut r = EnvReader::new(env);
         let destination = r.choice("MILLPOND_DESTINATION", "ducklake", &["ducklake", "hoglake"]);
-        if destination == "hoglake" {
-            r.errors.push(
-                "MILLPOND_DESTINATION",
-                "this writer image writes to DuckLake; run the hoglake writer image for hoglake",
-            );
-        }
-        let table = r.optional("DUCKLAKE_TABLE").unwrap_or_default();
+        let table_var = if destination == "hoglake" {
+            "HOGLAKE_TABLE"
+        } else {
+            "DUCKLAKE_TABLE"
+        };
+        let table = r.optional(table_var).unwrap_or_default();
         let common = CommonConfig::parse(&mut r, "MILLPOND_WRITER_HTTP_PORT", 8001, &table);
         let addr = r.parse_or(
             "MILLPOND_WRITER_ADDR",
@@ -53,7 +78,11 @@ impl WriterConfig {
                 }
             },
         );
-        let sink = DuckLakeConfig::parse(&mut r);
+        let sink = if destination == "hoglake" {
+            HoglakeConfig::parse(&mut r).map(|c| Destination::Hoglake(Box::new(c)))
+        } else {
+            DuckLakeConfig::parse(&mut r).map(|c| Destination::DuckLake(Box::new(c)))
+        };
         let failpoint = r.optional("MILLPOND_FAILPOINT");
         let shutdown_grace = std::time::Duration::from_secs(r.parse_or(
             "MILLPOND_WRITER_SHUTDOWN_GRACE_S",
@@ -101,5 +130,30 @@ mod tests {
         let cfg = WriterConfig::from_env(&env).unwrap();
         assert_eq!(cfg.addr.to_string(), DEFAULT_WRITER_ADDR);
         assert_eq!(cfg.common.pipeline, "events");
+        assert!(matches!(cfg.sink, Destination::DuckLake(_)));
+    }
+
+    #[test]
+    fn hoglake_destination_reads_the_hoglake_table() {
+        let env = Env::from_pairs([
+            ("MILLPOND_DESTINATION", "hoglake"),
+            ("HOGLAKE_URL", "http://127.0.0.1:8080"),
+            ("HOGLAKE_CATALOG", "main"),
+            ("HOGLAKE_NAMESPACE", "analytics"),
+            ("HOGLAKE_TABLE", "events"),
+        ]);
+        let cfg = WriterConfig::from_env(&env).unwrap();
+        assert_eq!(cfg.common.pipeline, "events");
+        assert_eq!(cfg.sink.name(), "hoglake");
+        assert_eq!(cfg.sink.qualified_table(), "analytics.events");
+        // DUCKLAKE_TABLE is not asked for; the hoglake variables are.
+        let errs = WriterConfig::from_env(&Env::from_pairs([("MILLPOND_DESTINATION", "hoglake")]))
+            .unwrap_err();
+        let vars = errs.vars();
+        assert!(!vars.contains(&"DUCKLAKE_TABLE"), "{vars:?}");
+        assert!(
+            vars.contains(&"HOGLAKE_URL") && vars.contains(&"HOGLAKE_TABLE"),
+            "{vars:?}"
+        );
     }
 }

@@ -48,7 +48,7 @@ pub fn write_with_retry(
                     .errors
                     .with_label_values(&[error.error_type()])
                     .inc();
-                if error.kind == SinkErrorKind::Contention {
+                if matches!(error.kind, SinkErrorKind::Contention(_)) {
                     // Another writer committed first (DDL or the same table):
                     // expected with several writers, so it has its own short,
                     // jittered budget before the outer ladder counts it.
@@ -183,7 +183,12 @@ mod tests {
 
     #[test]
     fn contention_has_its_own_budget_before_the_ladder() {
-        let contention = || SinkError::new(SinkErrorKind::Contention, "Transaction conflict");
+        let contention = || {
+            SinkError::new(
+                SinkErrorKind::Contention(crate::sink::SinkId::DuckLake),
+                "Transaction conflict",
+            )
+        };
         // Seven conflicts in a row, then the commit goes through.
         let (r, _) = run((0..7).map(|_| contention()).collect());
         assert!(r.is_ok());

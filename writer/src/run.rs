@@ -11,8 +11,7 @@ use tokio::sync::watch;
 use crate::config::WriterConfig;
 use crate::flight::{serve, WriterService};
 use crate::health::WriterHealth;
-use crate::sink::ducklake::DuckLakeSink;
-use crate::sink::{SharedSink, Sink};
+use crate::sink::SharedSink;
 
 pub fn main() -> ExitCode {
     millpond_shared::process::main(
@@ -27,19 +26,14 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
     let metrics = WriterMetrics::new(&registry);
     let health = Arc::new(WriterHealth::default());
-    let sink_cfg = cfg.sink.clone();
-    let m = metrics.clone();
     let pause = cfg
         .failpoint
         .as_deref()
         .and_then(|f| f.strip_prefix("pause_before_commit:"))
         .and_then(|ms| ms.parse().ok())
         .map(Duration::from_millis);
-    let sink = tokio::task::spawn_blocking(move || {
-        DuckLakeSink::connect(sink_cfg, m).map(|s| s.with_pause_before_commit(pause))
-    })
-    .await??;
-    let sink: SharedSink = Arc::new(Mutex::new(Box::new(sink) as Box<dyn Sink>));
+    let sink = crate::sink::factory::connect(&cfg.sink, metrics.clone(), pause).await?;
+    let sink: SharedSink = Arc::new(Mutex::new(sink));
 
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -57,7 +51,7 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
         format!("{}:{}", cfg.common.http_host, cfg.common.http_port).parse()?;
     let http = millpond_shared::http::serve(http_addr, registry.clone(), health.clone()).await?;
 
-    tracing::info!(flight = %server.addr, http = %http, table = %cfg.sink.qualified_table(), "writer ready");
+    tracing::info!(flight = %server.addr, http = %http, destination = cfg.sink.name(), table = %cfg.sink.qualified_table(), "writer ready");
 
     let fatal = tokio::select! {
         _ = millpond_shared::shutdown::signal() => None,

@@ -23,6 +23,9 @@ pub mod error_type {
     pub const KAFKA: &str = "kafka";
     pub const WRITE_RETRY: &str = "write_retry";
     pub const DUCKLAKE_COMMIT_CONTENTION: &str = "ducklake_commit_contention";
+    /// A hoglake commit refused for contention on the catalog (409
+    /// `commit_conflict` and friends, 503 `commit_queue_timeout`).
+    pub const HOGLAKE_COMMIT_CONTENTION: &str = "hoglake_commit_contention";
     pub const OFFSET_COMMIT: &str = "offset_commit";
     pub const SCHEMA: &str = "schema";
     pub const FLIGHT: &str = "flight";

@@ -18,6 +18,9 @@ pub struct WriterMetrics {
     pub schema_columns_added: IntCounter,
     pub schema_columns_widened: IntCounter,
     pub flushes_already_recorded: IntCounter,
+    /// Hoglake only: parquet uploaded and never registered, by reason
+    /// (unreclaimed storage; each increment's warning names the URIs).
+    pub hoglake_orphaned_files: IntCounterVec,
 }
 
 impl WriterMetrics {
@@ -98,6 +101,17 @@ impl WriterMetrics {
                 IntCounter::new(
                     "flushes_already_recorded_total",
                     "Resent flushes acknowledged without writing because the lake held their offsets",
+                )
+                .unwrap(),
+            ),
+            hoglake_orphaned_files: register(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "hoglake_orphaned_files_total",
+                        "Files uploaded to the hoglake data path and never registered, by reason",
+                    ),
+                    &["reason"],
                 )
                 .unwrap(),
             ),

@@ -2,10 +2,29 @@ use std::time::Duration;
 
 use millpond_shared::metrics::error_type;
 
+/// Which destination raised an error: each names its own contention label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkId {
+    DuckLake,
+    Hoglake,
+}
+
+impl SinkId {
+    /// Label for `millpond_errors_total{type}` on commit contention.
+    pub fn contention_label(self) -> &'static str {
+        match self {
+            SinkId::DuckLake => error_type::DUCKLAKE_COMMIT_CONTENTION,
+            SinkId::Hoglake => error_type::HOGLAKE_COMMIT_CONTENTION,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SinkErrorKind {
-    /// Commit contention on the catalog: worth retrying.
-    Contention,
+    /// Commit contention on the catalog of the named sink: worth retrying.
+    /// The sink is part of the kind, so a contention error cannot be built
+    /// without saying whose catalog refused.
+    Contention(SinkId),
     /// Storage, catalog or network trouble: worth retrying.
     Transient,
     /// The same request can never succeed: do not retry.
@@ -43,6 +62,10 @@ impl SinkError {
         }
     }
 
+    pub fn is_contention(&self) -> bool {
+        matches!(self.kind, SinkErrorKind::Contention(_))
+    }
+
     pub fn is_retryable(&self) -> bool {
         self.kind != SinkErrorKind::Permanent
     }
@@ -50,9 +73,27 @@ impl SinkError {
     /// Label for `millpond_errors_total{type}`.
     pub fn error_type(&self) -> &'static str {
         match self.kind {
-            SinkErrorKind::Contention => error_type::DUCKLAKE_COMMIT_CONTENTION,
+            SinkErrorKind::Contention(sink) => sink.contention_label(),
             SinkErrorKind::Leased => error_type::PARTITION_LEASED,
             SinkErrorKind::Transient | SinkErrorKind::Permanent => error_type::WRITE_RETRY,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contention_label_is_the_raising_sinks() {
+        let duck = SinkError::new(SinkErrorKind::Contention(SinkId::DuckLake), "x");
+        let hog = SinkError::new(SinkErrorKind::Contention(SinkId::Hoglake), "x");
+        assert_eq!(duck.error_type(), "ducklake_commit_contention");
+        assert_eq!(hog.error_type(), "hoglake_commit_contention");
+        assert!(duck.is_retryable() && hog.is_retryable());
+        assert_eq!(
+            SinkError::transient("x").error_type(),
+            error_type::WRITE_RETRY
+        );
     }
 }

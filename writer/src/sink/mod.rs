@@ -3,10 +3,12 @@
 //! after its commit returned.
 pub mod ducklake;
 mod error;
+pub mod factory;
 mod flush;
+pub mod hoglake;
 pub mod prepare;
 
-pub use error::{SinkError, SinkErrorKind};
+pub use error::{SinkError, SinkErrorKind, SinkId};
 pub use flush::{Durable, Flush, Receipt};
 
 use millpond_proto::OffsetRange;
@@ -28,7 +30,7 @@ pub trait Sink: Send {
     /// Retry budget for `write`, with the sink's own ladder.
     fn retry_ladder(&self) -> Ladder;
 
-    /// Short label for logs and acknowledgements ("ducklake").
+    /// Short label for logs and acknowledgements ("ducklake", "hoglake").
     fn name(&self) -> &'static str;
 
     /// Releases connections. Further writes fail.

@@ -29,7 +29,7 @@ const CONNECTION_LOST: [&str; 6] = [
 
 pub fn classify(message: String) -> SinkError {
     let kind = if CONTENTION.iter().any(|p| message.contains(p)) {
-        SinkErrorKind::Contention
+        SinkErrorKind::Contention(crate::sink::SinkId::DuckLake)
     } else if CONNECTION_LOST.iter().any(|p| message.contains(p)) {
         SinkErrorKind::Transient
     } else if PERMANENT.iter().any(|p| message.contains(p)) {
@@ -51,7 +51,7 @@ mod tests {
             "exceeded the maximum retry count",
             "TransactionContext Error: Transaction conflict: cannot add column",
         ] {
-            assert_eq!(classify(m.into()).kind, SinkErrorKind::Contention, "{m}");
+            assert_eq!(classify(m.into()).kind, SinkErrorKind::Contention(crate::sink::SinkId::DuckLake), "{m}");
         }
         assert_eq!(
             classify("Conversion Error: Could not convert string 'x' to INT64".into()).kind,

@@ -113,7 +113,7 @@ impl Fence {
                     }
                     return Ok(());
                 }
-                Err(e) if e.kind == SinkErrorKind::Contention => match CLAIM.delay(failed, None) {
+                Err(e) if e.is_contention() => match CLAIM.delay(failed, None) {
                     Some(d) => {
                         std::thread::sleep(d);
                         failed += 1;
@@ -181,7 +181,7 @@ impl Fence {
         let conflict = |e: &dyn std::fmt::Display| {
             let _ = conn.execute_batch("ROLLBACK");
             SinkError::new(
-                SinkErrorKind::Contention,
+                SinkErrorKind::Contention(crate::sink::SinkId::DuckLake),
                 format!("claiming partition leases: {e}"),
             )
         };

@@ -270,7 +270,7 @@ impl DuckLakeSink {
             if self.cfg.partition_fence && !self.fence.still_held(&flush.ranges) {
                 let _ = session.execute_raw("ROLLBACK");
                 return Err(SinkError::new(
-                    super::SinkErrorKind::Contention,
+                    super::SinkErrorKind::Contention(super::SinkId::DuckLake),
                     "partition lease too close to its end to commit; renewing it first",
                 ));
             }

@@ -1,0 +1,310 @@
+//! HOGLAKE_* variables (millpond.md, "Hoglake" configuration table).
+use std::time::Duration;
+
+use millpond_shared::config::{EnvReader, Secret};
+
+/// The liveness probe fails a pod after this long without a poll; one
+/// flush inside `write` (all attempts, their timeouts and the waits between
+/// them) must fit under it.
+pub const LIVENESS_BUDGET: Duration = Duration::from_secs(480);
+
+/// Ladder of the publish path: 1 s doubling, capped at 30 s, up to +25%.
+const BASE_DELAY: Duration = Duration::from_secs(1);
+const MAX_DELAY: Duration = Duration::from_secs(30);
+const JITTER: f64 = 0.25;
+
+#[derive(Debug, Clone)]
+pub struct HoglakeConfig {
+    /// Control-plane base URL (HOGLAKE_URL; `/v1` is appended by the client).
+    pub url: String,
+    pub catalog: String,
+    pub namespace: String,
+    pub table: String,
+    /// HOGLAKE_DATA_PATH: a missing catalog is created with it.
+    pub data_path: Option<String>,
+    pub s3_endpoint: Option<String>,
+    pub s3_region: Option<String>,
+    /// Both keys or neither (neither = the SDK's default credential chain).
+    pub s3_keys: Option<(Secret, Secret)>,
+    /// HOGLAKE_MAX_RETRY_COUNT: attempts of one publish, the first included.
+    pub max_retry_count: u32,
+    /// HOGLAKE_REQUEST_TIMEOUT_S.
+    pub request_timeout: Duration,
+}
+
+/// Empty or whitespace-only counts as unset (a chart renders `""` for an
+/// absent value).
+fn non_empty(r: &EnvReader<'_>, name: &str) -> Option<String> {
+    r.optional(name).filter(|v| !v.trim().is_empty())
+}
+
+fn required_name(r: &mut EnvReader<'_>, name: &str) -> Option<String> {
+    let v = r.required(name)?;
+    if v.trim().is_empty() {
+        r.errors.push(name, "must not be empty");
+        return None;
+    }
+    if v.contains('/') || v.contains('.') || v.chars().any(char::is_control) {
+        r.errors.push(
+            name,
+            format!("must be a plain name without '/', '.' or control characters (got {v:?})"),
+        );
+        return None;
+    }
+    Some(v)
+}
+
+/// The longest one publish can take with `attempts` tries of `timeout`
+/// each and the ladder's largest waits between them.
+pub fn worst_case_publish(attempts: u32, timeout: Duration) -> Duration {
+    let mut total = timeout.saturating_mul(attempts);
+    for failures in 1..attempts {
+        let exp = (failures - 1).min(31);
+        let wait = BASE_DELAY
+            .saturating_mul(1u32 << exp)
+            .min(MAX_DELAY)
+            .mul_f64(1.0 + JITTER)
+            .min(MAX_DELAY);
+        total = total.saturating_add(wait);
+    }
+    total
+}
+
+impl HoglakeConfig {
+    pub fn parse(r: &mut EnvReader<'_>) -> Option<Self> {
+        let url = r.required("HOGLAKE_URL");
+        if let Some(u) = &url {
+            if !(u.starts_with("http://") || u.starts_with("https://"))
+                || u.len() <= "https://".len()
+            {
+                r.errors.push(
+                    "HOGLAKE_URL",
+                    format!("must be an http:// or https:// URL of the hoglake control plane (got {u:?})"),
+                );
+            }
+        }
+        let catalog = required_name(r, "HOGLAKE_CATALOG");
+        let namespace = required_name(r, "HOGLAKE_NAMESPACE");
+        let table = required_name(r, "HOGLAKE_TABLE");
+        let data_path = non_empty(r, "HOGLAKE_DATA_PATH");
+        if let Some(p) = &data_path {
+            // Frozen into the catalog row at creation: refuse typos early.
+            if millpond_hoglake::store::split_s3_uri(p).is_none() {
+                r.errors.push(
+                    "HOGLAKE_DATA_PATH",
+                    format!("must be an s3://bucket/prefix URI (got {p:?})"),
+                );
+            }
+        }
+        let s3_endpoint = non_empty(r, "HOGLAKE_S3_ENDPOINT");
+        let s3_region = non_empty(r, "HOGLAKE_S3_REGION");
+        let access = non_empty(r, "HOGLAKE_S3_ACCESS_KEY").map(Secret::new);
+        let secret = non_empty(r, "HOGLAKE_S3_SECRET_KEY").map(Secret::new);
+        let s3_keys = match (access, secret) {
+            (Some(a), Some(s)) => Some((a, s)),
+            (None, None) => None,
+            (Some(_), None) => {
+                r.errors.push(
+                    "HOGLAKE_S3_SECRET_KEY",
+                    "is required when HOGLAKE_S3_ACCESS_KEY is set (set both keys, or neither to use the default credential chain)",
+                );
+                None
+            }
+            (None, Some(_)) => {
+                r.errors.push(
+                    "HOGLAKE_S3_ACCESS_KEY",
+                    "is required when HOGLAKE_S3_SECRET_KEY is set (set both keys, or neither to use the default credential chain)",
+                );
+                None
+            }
+        };
+        let max_retry_count = r.positive_u64("HOGLAKE_MAX_RETRY_COUNT", 8);
+        let timeout_s = r.positive_u64(
+            "HOGLAKE_REQUEST_TIMEOUT_S",
+            millpond_hoglake::catalog::DEFAULT_REQUEST_TIMEOUT.as_secs(),
+        );
+        let max_retry_count = match u32::try_from(max_retry_count) {
+            Ok(n) => n,
+            Err(_) => {
+                r.errors.push("HOGLAKE_MAX_RETRY_COUNT", "is too large");
+                1
+            }
+        };
+        let request_timeout = Duration::from_secs(timeout_s);
+        let worst = worst_case_publish(max_retry_count, request_timeout);
+        if worst > LIVENESS_BUDGET {
+            r.errors.push(
+                "HOGLAKE_MAX_RETRY_COUNT",
+                format!(
+                    "HOGLAKE_MAX_RETRY_COUNT ({max_retry_count}) x HOGLAKE_REQUEST_TIMEOUT_S ({timeout_s}) plus the waits between attempts can hold one flush for {}s, over the {}s liveness budget; lower one of them",
+                    worst.as_secs(),
+                    LIVENESS_BUDGET.as_secs()
+                ),
+            );
+        }
+        for (var, why) in [
+            (
+                "MILLPOND_VARIANT_COLUMNS",
+                "hoglake has no variant type; unset it for MILLPOND_DESTINATION=hoglake",
+            ),
+            (
+                "HOGLAKE_PARTITION_BY",
+                "partitioned hoglake tables are not supported by this writer yet (no spec reconciliation at table creation); unset it or use the Python writer",
+            ),
+        ] {
+            if non_empty(r, var).is_some() {
+                r.errors.push(var, why);
+            }
+        }
+        Some(HoglakeConfig {
+            url: url?,
+            catalog: catalog?,
+            namespace: namespace?,
+            table: table?,
+            data_path,
+            s3_endpoint,
+            s3_region,
+            s3_keys,
+            max_retry_count,
+            request_timeout,
+        })
+    }
+
+    /// `namespace.table`, for logs and receipts.
+    pub fn qualified_table(&self) -> String {
+        format!("{}.{}", self.namespace, self.table)
+    }
+
+    pub fn retry_policy(&self) -> millpond_hoglake::publish::RetryPolicy {
+        millpond_hoglake::publish::RetryPolicy {
+            max_attempts: self.max_retry_count,
+            base: BASE_DELAY,
+            cap: MAX_DELAY,
+            jitter: JITTER,
+        }
+    }
+
+    pub fn s3(&self) -> millpond_hoglake::store::S3Config {
+        millpond_hoglake::store::S3Config {
+            endpoint: self.s3_endpoint.clone(),
+            region: self.s3_region.clone(),
+            access_key_id: self.s3_keys.as_ref().map(|(a, _)| a.expose().to_string()),
+            secret_access_key: self.s3_keys.as_ref().map(|(_, s)| s.expose().to_string()),
+        }
+    }
+
+    /// Removes the static keys from a message (libraries sometimes echo them).
+    pub fn scrub(&self, text: &str) -> String {
+        match &self.s3_keys {
+            Some((a, s)) => s.scrub(&a.scrub(text)),
+            None => text.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use millpond_shared::config::Env;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<HoglakeConfig, Vec<String>> {
+        let env = Env::from_pairs(pairs.iter().copied());
+        let mut r = EnvReader::new(&env);
+        let cfg = HoglakeConfig::parse(&mut r);
+        match r.finish() {
+            Ok(()) => Ok(cfg.unwrap()),
+            Err(e) => Err(e.vars().iter().map(|v| v.to_string()).collect()),
+        }
+    }
+
+    const BASE: [(&str, &str); 4] = [
+        ("HOGLAKE_URL", "http://hoglake:8080"),
+        ("HOGLAKE_CATALOG", "main"),
+        ("HOGLAKE_NAMESPACE", "analytics"),
+        ("HOGLAKE_TABLE", "events"),
+    ];
+
+    #[test]
+    fn minimal_config_has_the_documented_defaults() {
+        let cfg = parse(&BASE).unwrap();
+        assert_eq!(cfg.max_retry_count, 8);
+        assert_eq!(cfg.request_timeout, Duration::from_secs(45));
+        assert!(cfg.s3_keys.is_none() && cfg.data_path.is_none());
+        assert_eq!(cfg.qualified_table(), "analytics.events");
+        // The defaults fit the liveness budget, but only just.
+        let worst = worst_case_publish(8, Duration::from_secs(45));
+        assert!(
+            worst <= LIVENESS_BUDGET && worst > Duration::from_secs(450),
+            "{worst:?}"
+        );
+    }
+
+    #[test]
+    fn every_required_variable_is_named() {
+        let errs = parse(&[]).unwrap_err();
+        for v in [
+            "HOGLAKE_URL",
+            "HOGLAKE_CATALOG",
+            "HOGLAKE_NAMESPACE",
+            "HOGLAKE_TABLE",
+        ] {
+            assert!(errs.contains(&v.to_string()), "{v} not in {errs:?}");
+        }
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        let mut env = BASE.to_vec();
+        env[0] = ("HOGLAKE_URL", "hoglake:8080");
+        env.push(("HOGLAKE_DATA_PATH", "bucket/prefix"));
+        env.push(("HOGLAKE_S3_ACCESS_KEY", "AKIA123"));
+        env.push(("HOGLAKE_MAX_RETRY_COUNT", "0"));
+        env.push(("MILLPOND_VARIANT_COLUMNS", "properties"));
+        let errs = parse(&env).unwrap_err();
+        for v in [
+            "HOGLAKE_URL",
+            "HOGLAKE_DATA_PATH",
+            "HOGLAKE_S3_SECRET_KEY",
+            "HOGLAKE_MAX_RETRY_COUNT",
+            "MILLPOND_VARIANT_COLUMNS",
+        ] {
+            assert!(errs.contains(&v.to_string()), "{v} not in {errs:?}");
+        }
+    }
+
+    #[test]
+    fn retries_times_timeout_over_the_liveness_budget_is_refused() {
+        let mut env = BASE.to_vec();
+        env.push(("HOGLAKE_MAX_RETRY_COUNT", "10"));
+        assert_eq!(parse(&env).unwrap_err(), vec!["HOGLAKE_MAX_RETRY_COUNT"]);
+        let mut env = BASE.to_vec();
+        env.push(("HOGLAKE_REQUEST_TIMEOUT_S", "10"));
+        env.push(("HOGLAKE_MAX_RETRY_COUNT", "12"));
+        assert!(parse(&env).is_ok());
+    }
+
+    #[test]
+    fn keys_are_a_pair_and_never_shown() {
+        let mut env = BASE.to_vec();
+        env.push(("HOGLAKE_S3_ACCESS_KEY", "AKIAEXAMPLEKEY"));
+        env.push(("HOGLAKE_S3_SECRET_KEY", "s3cr3t-value"));
+        env.push(("HOGLAKE_S3_ENDPOINT", " "));
+        env.push(("HOGLAKE_DATA_PATH", "s3://bucket/lake"));
+        let cfg = parse(&env).unwrap();
+        let shown = format!("{cfg:?}");
+        assert!(
+            !shown.contains("AKIAEXAMPLEKEY") && !shown.contains("s3cr3t-value"),
+            "{shown}"
+        );
+        assert!(cfg.s3_endpoint.is_none(), "whitespace counts as unset");
+        assert_eq!(
+            cfg.scrub("key AKIAEXAMPLEKEY / s3cr3t-value"),
+            "key *** / ***"
+        );
+        // Empty keys count as unset: the default credential chain.
+        let mut env = BASE.to_vec();
+        env.push(("HOGLAKE_S3_ACCESS_KEY", ""));
+        env.push(("HOGLAKE_S3_SECRET_KEY", ""));
+        assert!(parse(&env).unwrap().s3_keys.is_none());
+    }
+}

@@ -1,0 +1,418 @@
+//! The hoglake destination: one flush -> one prepared commit through
+//! [`millpond_hoglake::publish::Publisher`].
+//!
+//! The publisher is async; this sink runs inside `spawn_blocking` (like
+//! every sink) and drives it with `block_on` on the runtime handle it was
+//! built with.
+//!
+//! Retries: the publisher owns the whole budget (HOGLAKE_MAX_RETRY_COUNT,
+//! 1 s doubling capped at 30 s, floored by Retry-After; re-prepares on a
+//! stale basis), so the writer's own ladder for this sink is one attempt.
+//!
+//! Idempotency: every commit carries a key derived from the table
+//! incarnation and the flush's complete offset ranges. A resent flush
+//! (same ranges) builds a new payload under the same key; the catalog
+//! refuses it with 422 while the first commit's receipt exists, and the
+//! publisher reads that receipt and reports the flush as already published:
+//! it is acknowledged `AlreadyRecorded` with zero rows and nothing is
+//! written twice.
+use std::time::Instant;
+
+use millpond_hoglake::catalog::{CatalogClient, ErrorClass};
+use millpond_hoglake::publish::{
+    OffsetRange as HogRange, Outcome, PublishError, Publisher, PublisherConfig, INSERTED_AT,
+};
+use millpond_proto::{AckOutcome, DeadLetter, OffsetRange};
+use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason, WriterMetrics};
+use millpond_shared::retry::Ladder;
+use tokio::runtime::Handle;
+
+use super::prepare::{prepare, Prepared, UnsafeNames};
+use super::{Durable, Flush, Receipt, Sink, SinkError, SinkErrorKind, SinkId};
+
+pub mod config;
+
+use self::config::HoglakeConfig;
+
+/// Names the sink writes itself (compared lowercase).
+pub const RESERVED_COLUMNS: [&str; 1] = [INSERTED_AT];
+/// Column names starting so are hoglake's own.
+pub const RESERVED_PREFIX: &str = "_hog";
+/// The longest column name hoglake accepts.
+pub const MAX_NAME_CHARS: usize = 128;
+
+/// The writer's ladder for this sink: one attempt (the publisher retries).
+pub const LADDER: Ladder = Ladder {
+    attempts: 1,
+    base: std::time::Duration::from_secs(1),
+    jitter: 0.25,
+};
+
+/// Payload columns hoglake refuses beyond the exact reserved names: the
+/// `_hog` prefix (any case) and names over [`MAX_NAME_CHARS`] characters.
+pub fn refused_names(p: &Prepared) -> Vec<String> {
+    p.schema
+        .fields()
+        .iter()
+        .map(|f| f.name())
+        .filter(|n| {
+            n.to_ascii_lowercase().starts_with(RESERVED_PREFIX)
+                || n.chars().count() > MAX_NAME_CHARS
+        })
+        .cloned()
+        .collect()
+}
+
+/// The sink kind a publish failure maps to. `Exhausted` carries the class
+/// of its last error, so a spent budget ends the writer's (one-attempt)
+/// ladder as exhausted rather than being retried again as "permanent".
+pub fn kind_of(e: &PublishError) -> SinkErrorKind {
+    let class = match e {
+        PublishError::Exhausted { last, .. } => last.class(),
+        other => other.class(),
+    };
+    match class {
+        ErrorClass::Retry => SinkErrorKind::Transient,
+        ErrorClass::RePrepare => SinkErrorKind::Contention(SinkId::Hoglake),
+        ErrorClass::Permanent => SinkErrorKind::Permanent,
+    }
+}
+
+pub struct HoglakeSink {
+    cfg: HoglakeConfig,
+    metrics: WriterMetrics,
+    runtime: Handle,
+    publisher: Option<Publisher>,
+    /// Orphans per reason already added to the metric.
+    orphans_counted: std::collections::BTreeMap<String, u64>,
+}
+
+impl std::fmt::Debug for HoglakeSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HoglakeSink")
+            .field("table", &self.cfg.qualified_table())
+            .field("catalog", &self.cfg.catalog)
+            .finish()
+    }
+}
+
+impl HoglakeSink {
+    /// Resolves the catalog and probes the object store (fails at startup on
+    /// a wrong HOGLAKE_URL, a missing catalog, or storage that refuses writes).
+    pub async fn connect(
+        cfg: HoglakeConfig,
+        metrics: WriterMetrics,
+        runtime: Handle,
+    ) -> Result<Self, SinkError> {
+        let publisher = Self::open(&cfg).await?;
+        Ok(HoglakeSink {
+            cfg,
+            metrics,
+            runtime,
+            publisher: Some(publisher),
+            orphans_counted: Default::default(),
+        })
+    }
+
+    async fn open(cfg: &HoglakeConfig) -> Result<Publisher, SinkError> {
+        let client = CatalogClient::new(&cfg.url, &cfg.catalog, cfg.request_timeout)
+            .map_err(|e| SinkError::permanent(cfg.scrub(&e.to_string())))?;
+        let config = PublisherConfig {
+            namespace: cfg.namespace.clone(),
+            table: cfg.table.clone(),
+            create_data_path: cfg.data_path.clone(),
+            s3: cfg.s3(),
+            retry: cfg.retry_policy(),
+        };
+        Publisher::connect(client, config)
+            .await
+            .map_err(|e| Self::error(cfg, &e))
+    }
+
+    fn error(cfg: &HoglakeConfig, e: &PublishError) -> SinkError {
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            let more = s.to_string();
+            if !text.contains(&more) {
+                text.push_str(": ");
+                text.push_str(&more);
+            }
+            source = s.source();
+        }
+        let retry_after = match e {
+            PublishError::Catalog(c) => c.retry_after(),
+            _ => None,
+        };
+        SinkError {
+            kind: kind_of(e),
+            message: cfg.scrub(&text),
+            retry_after,
+        }
+    }
+
+    /// Adds the publisher's new orphans to
+    /// `millpond_hoglake_orphaned_files_total{reason}`.
+    fn count_orphans(&mut self) {
+        let Some(p) = self.publisher.as_ref() else {
+            return;
+        };
+        for (reason, &total) in p.orphans().by_reason() {
+            let seen = self.orphans_counted.entry(reason.clone()).or_default();
+            if total > *seen {
+                self.metrics
+                    .hoglake_orphaned_files
+                    .with_label_values(&[reason.as_str()])
+                    .inc_by(total - *seen);
+                *seen = total;
+            }
+        }
+    }
+
+    fn count_names(&self, p: &Prepared, refused: &[String]) {
+        for name in &p.unsafe_names {
+            tracing::warn!(column = %name, "payload key is not a safe identifier; its values are dead letters");
+        }
+        if p.rows_with_unsafe > 0 {
+            self.metrics
+                .records_skipped
+                .with_label_values(&[skip_reason::UNSAFE_FIELD_NAME])
+                .inc_by(p.rows_with_unsafe);
+        }
+        for name in p.reserved_names.iter().chain(refused) {
+            tracing::error!(column = %name, "payload key is reserved by hoglake (_inserted_at, _hog*, or longer than 128 characters); its values are dead letters; rename it upstream");
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::SCHEMA])
+                .inc();
+        }
+    }
+
+    fn count_dead_letters(&self, flush_id: &str, letters: &[&DeadLetter]) {
+        for l in letters {
+            let metric = if l.value_level {
+                &self.metrics.dead_letter_values
+            } else {
+                &self.metrics.dead_letters
+            };
+            metric.with_label_values(&[l.reason.as_str()]).inc();
+        }
+        if !letters.is_empty() {
+            tracing::warn!(flush_id = %flush_id, count = letters.len(),
+                "dead letters discarded: the hoglake destination has no dead-letter table");
+        }
+    }
+}
+
+impl Sink for HoglakeSink {
+    fn write(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError> {
+        let table = self.cfg.qualified_table();
+        if self.publisher.is_none() {
+            let cfg = self.cfg.clone();
+            self.publisher = Some(self.runtime.block_on(Self::open(&cfg))?);
+            self.orphans_counted.clear();
+        }
+        let mut prepared = prepare(flush, &RESERVED_COLUMNS, UnsafeNames::DeadLetter)?;
+        let refused = refused_names(&prepared);
+        prepared.refuse(
+            &refused,
+            dead_letter_reason::RESERVED_FIELD_NAME,
+            &flush.ranges,
+        );
+        self.count_names(&prepared, &refused);
+        let ranges: Vec<HogRange> = flush
+            .ranges
+            .iter()
+            .map(|r| HogRange {
+                topic: r.topic.clone(),
+                partition: r.partition,
+                first: r.first,
+                last: r.last,
+            })
+            .collect();
+        let started = Instant::now();
+        let publisher = self.publisher.as_mut().expect("opened above");
+        let result =
+            self.runtime
+                .block_on(publisher.publish(&flush.id, &prepared.batches, &ranges));
+        self.count_orphans();
+        let receipt = result.map_err(|e| Self::error(&self.cfg, &e))?;
+        let letters: Vec<&DeadLetter> = flush
+            .dead_letters
+            .iter()
+            .chain(&prepared.dead_letters)
+            .collect();
+        self.count_dead_letters(&flush.id, &letters);
+        let (outcome, rows) = match receipt.outcome {
+            // Replayed: this call's own lost-response send had landed; the
+            // rows are this flush's and were never acknowledged before.
+            Outcome::Published | Outcome::Replayed | Outcome::Empty => {
+                (AckOutcome::Written, receipt.rows)
+            }
+            Outcome::AlreadyPublished => {
+                self.metrics.flushes_already_recorded.inc();
+                tracing::info!(flush_id = %flush.id, "flush already published to hoglake; acknowledging without writing");
+                (AckOutcome::AlreadyRecorded, 0)
+            }
+        };
+        tracing::debug!(flush_id = %flush.id, rows, files = receipt.files, attempts = receipt.attempts,
+            snapshot_id = ?receipt.snapshot_id, ms = started.elapsed().as_millis() as u64, "hoglake publish done");
+        Ok(Durable::new(Receipt {
+            rows_written: rows,
+            dead_letters_written: 0,
+            outcome,
+            table,
+            snapshot_id: receipt.snapshot_id,
+            recorded: flush.ranges.clone(),
+        }))
+    }
+
+    fn reset_caches(&mut self) {
+        if let Some(p) = self.publisher.as_mut() {
+            p.reset_caches();
+        }
+    }
+
+    /// Always empty: the hoglake catalog has no offsets API (hoglake-api.md
+    /// lists catalogs, tables, files, commits and receipts, nothing keyed by
+    /// Kafka partition), so the sink cannot say which offsets the table holds.
+    /// Resends are still safe: a commit's idempotency key is derived from the
+    /// table incarnation and the flush's offset ranges, and a resent flush
+    /// under a key with a receipt is acknowledged `AlreadyRecorded` without
+    /// writing (section 7.4; within the server's receipt retention, 7 days by
+    /// default). Ingest therefore resumes from its Kafka committed offsets.
+    fn recorded_offsets(&mut self, _topic: &str) -> Result<Vec<OffsetRange>, SinkError> {
+        Ok(Vec::new())
+    }
+
+    fn retry_ladder(&self) -> Ladder {
+        LADDER
+    }
+
+    fn name(&self) -> &'static str {
+        "hoglake"
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        self.count_orphans();
+        if let Some(p) = self.publisher.take() {
+            let orphans = p.orphans();
+            if orphans.total() > 0 {
+                tracing::warn!(orphaned_files = orphans.total(), by_reason = ?orphans.by_reason(),
+                    "hoglake: files uploaded but never registered during this run (URIs were logged as they happened)");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use millpond_hoglake::catalog::CatalogError;
+
+    fn api(status: u16, code: &str) -> PublishError {
+        PublishError::Catalog(CatalogError::Api {
+            what: "POST commit".into(),
+            status,
+            code: code.into(),
+            detail: None,
+            tables: vec![],
+            retry_after: None,
+        })
+    }
+
+    #[test]
+    fn catalog_errors_map_to_sink_kinds() {
+        assert_eq!(
+            kind_of(&api(503, "commit_queue_timeout")),
+            SinkErrorKind::Transient
+        );
+        assert_eq!(
+            kind_of(&api(422, "unprocessable")),
+            SinkErrorKind::Permanent
+        );
+        assert_eq!(kind_of(&api(404, "not_found")), SinkErrorKind::Permanent);
+        let contention = kind_of(&api(409, "commit_conflict"));
+        assert_eq!(contention, SinkErrorKind::Contention(SinkId::Hoglake));
+        let spent = PublishError::Exhausted {
+            table: "a.b".into(),
+            attempts: 8,
+            last: Box::new(api(409, "ddl_since_read_snapshot")),
+        };
+        // A hoglake writer never raises the DuckLake label.
+        let e = SinkError::new(kind_of(&spent), "x");
+        assert_eq!(e.error_type(), error_type::HOGLAKE_COMMIT_CONTENTION);
+        assert!(e.is_retryable());
+        let spent = PublishError::Exhausted {
+            table: "a.b".into(),
+            attempts: 8,
+            last: Box::new(api(500, "internal")),
+        };
+        assert_eq!(kind_of(&spent), SinkErrorKind::Transient);
+        assert_eq!(
+            LADDER.delay(0, None),
+            None,
+            "the publisher owns the retries"
+        );
+    }
+
+    #[test]
+    fn hoglake_names_are_refused() {
+        use arrow::array::{Int64Array, RecordBatch};
+        use arrow::datatypes::{DataType, Field, Schema};
+        use millpond_proto::FlushTrigger;
+        use std::sync::Arc;
+        let long = "c".repeat(129);
+        let ok128 = "d".repeat(128);
+        let names = [
+            "id",
+            "_HOG_x",
+            "_inserted_at",
+            long.as_str(),
+            ok128.as_str(),
+        ];
+        let schema = Arc::new(Schema::new(
+            names
+                .iter()
+                .map(|n| Field::new(*n, DataType::Int64, true))
+                .collect::<Vec<_>>(),
+        ));
+        let cols = names
+            .iter()
+            .map(|_| Arc::new(Int64Array::from(vec![1, 2])) as _)
+            .collect();
+        let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
+        let flush = Flush {
+            id: "f".into(),
+            trigger: FlushTrigger::Size,
+            ranges: vec![OffsetRange {
+                topic: "t".into(),
+                partition: 0,
+                first: 0,
+                last: 1,
+            }],
+            schema,
+            batches: vec![batch],
+            dead_letters: vec![],
+        };
+        let mut p = prepare(&flush, &RESERVED_COLUMNS, UnsafeNames::DeadLetter).unwrap();
+        assert_eq!(p.reserved_names, vec!["_inserted_at".to_string()]);
+        let refused = refused_names(&p);
+        assert_eq!(refused, vec!["_HOG_x".to_string(), long.clone()]);
+        p.refuse(
+            &refused,
+            dead_letter_reason::RESERVED_FIELD_NAME,
+            &flush.ranges,
+        );
+        let kept: Vec<&str> = p
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(kept, vec!["id", ok128.as_str()]);
+        // Two values each of three refused columns.
+        assert_eq!(p.dead_letters.len(), 6);
+    }
+}
