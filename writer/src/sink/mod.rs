@@ -37,5 +37,22 @@ pub trait Sink: Send {
     fn close(&mut self) -> Result<(), SinkError>;
 }
 
+/// Counts committed (or discarded) dead letters by reason: records on
+/// `dead_letters_total`, values on `dead_letter_values_total`. Every sink
+/// calls this after its write.
+pub fn count_dead_letters(
+    metrics: &millpond_shared::metrics::WriterMetrics,
+    letters: &[&millpond_proto::DeadLetter],
+) {
+    for l in letters {
+        let metric = if l.value_level {
+            &metrics.dead_letter_values
+        } else {
+            &metrics.dead_letters
+        };
+        metric.with_label_values(&[l.reason.as_str()]).inc();
+    }
+}
+
 /// The writer's one sink, shared by Flight requests: one write at a time.
 pub type SharedSink = std::sync::Arc<std::sync::Mutex<Box<dyn Sink>>>;

@@ -200,14 +200,7 @@ impl DuckLakeSink {
     /// values apart; with the table off, also said in the log (they are
     /// then discarded).
     fn count_dead_letters(&self, flush_id: &str, letters: &[&DeadLetter]) {
-        for l in letters {
-            let metric = if l.value_level {
-                &self.metrics.dead_letter_values
-            } else {
-                &self.metrics.dead_letters
-            };
-            metric.with_label_values(&[l.reason.as_str()]).inc();
-        }
+        crate::sink::count_dead_letters(&self.metrics, letters);
         if self.dead_letters.is_none() && !letters.is_empty() {
             tracing::warn!(flush_id = %flush_id, count = letters.len(),
                 "dead letters discarded: DUCKLAKE_DEAD_LETTER_TABLE is off");

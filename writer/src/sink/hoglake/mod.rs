@@ -189,14 +189,7 @@ impl HoglakeSink {
     }
 
     fn count_dead_letters(&self, flush_id: &str, letters: &[&DeadLetter]) {
-        for l in letters {
-            let metric = if l.value_level {
-                &self.metrics.dead_letter_values
-            } else {
-                &self.metrics.dead_letters
-            };
-            metric.with_label_values(&[l.reason.as_str()]).inc();
-        }
+        crate::sink::count_dead_letters(&self.metrics, letters);
         if !letters.is_empty() {
             tracing::warn!(flush_id = %flush_id, count = letters.len(),
                 "dead letters discarded: the hoglake destination has no dead-letter table");
