@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::compute::cast;
+use arrow::compute::{cast_with_options, CastOptions};
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use arrow_schema::extension::{ExtensionType, Json, Uuid};
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
@@ -224,7 +224,7 @@ fn column_def(field: &Field) -> Result<ColumnDef> {
 /// Re-shapes a batch to the file schema: columns picked by name in the
 /// schema's order, absent nullable columns filled with nulls, and every
 /// column cast to the target type (which also stamps the nested fields with
-/// their field ids). A column that cannot be cast is an error.
+/// their field ids). A column or a value that cannot be cast is an error.
 pub fn conform(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {
     let by_name: HashMap<&str, usize> = batch
         .schema_ref()
@@ -242,7 +242,14 @@ pub fn conform(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {
                 if column.data_type() == field.data_type() {
                     Ok(column.clone())
                 } else {
-                    Ok(cast(column, field.data_type())?)
+                    // Never silently: a value the cast cannot carry is an
+                    // error, not a NULL (the writer brings values to the
+                    // live type exactly before they get here).
+                    let strict = CastOptions {
+                        safe: false,
+                        ..Default::default()
+                    };
+                    Ok(cast_with_options(column, field.data_type(), &strict)?)
                 }
             }
             None if field.is_nullable() => Ok(arrow::array::new_null_array(

@@ -32,7 +32,7 @@ use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::schema::{ColumnDef, PartitionField, Table};
+use crate::schema::{ColumnDef, ColumnType, PartitionField, SortField, Table};
 
 /// `User-Agent` sent on every request (the server names clients from it).
 pub const USER_AGENT: &str = concat!("millpond-hoglake/", env!("CARGO_PKG_VERSION"));
@@ -201,8 +201,20 @@ pub struct CommitResult {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum AlterOp {
-    AddColumn { column: ColumnDef },
-    SetPartitionSpec { fields: Vec<PartitionField> },
+    AddColumn {
+        column: ColumnDef,
+    },
+    /// Widening only (int -> long, float -> double, ...).
+    PromoteColumn {
+        name: String,
+        to: ColumnType,
+    },
+    SetPartitionSpec {
+        fields: Vec<PartitionField>,
+    },
+    SetSortOrder {
+        sort_fields: Vec<SortField>,
+    },
 }
 
 /// One entry of `GET …/tables/{t}/files` (the fields tests and checks read).

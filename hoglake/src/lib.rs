@@ -29,15 +29,15 @@
 //!   orphan accounting.
 //!
 //! The writer's sink around [`publish::Publisher`] (HOGLAKE_* config,
-//! metrics, error classes) is `millpond-writer`'s `sink::hoglake`. Not here
-//! yet: partition/sort reconciliation at table creation (the writer refuses
-//! HOGLAKE_PARTITION_BY until then), type promotion of live columns. This
-//! crate stays free of DuckDB.
+//! metrics, error classes) is `millpond-writer`'s `sink::hoglake`.
+//! [`layout`] declares and reconciles the partition spec and sort order.
+//! This crate stays free of DuckDB.
 
 pub mod arrow_schema;
 pub mod bounds;
 pub mod catalog;
 pub mod error;
+pub mod layout;
 pub mod murmur3;
 pub mod parquet_file;
 pub mod partition;

@@ -40,7 +40,8 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use futures::future::join_all;
 
 use crate::arrow_schema::{arrow_schema, column_defs, conform};
-use crate::catalog::{CatalogClient, CatalogError, ErrorClass};
+use crate::catalog::{AlterOp, CatalogClient, CatalogError, ErrorClass};
+use crate::layout::{self, Layout};
 use crate::parquet_file::write_parquet;
 use crate::partition::Partitioner;
 use crate::payload::{CommitRequest, TableAppend};
@@ -132,6 +133,11 @@ pub struct PublisherConfig {
     pub create_data_path: Option<String>,
     pub s3: S3Config,
     pub retry: RetryPolicy,
+    /// HOGLAKE_PARTITION_BY and MILLPOND_SORT_BY.
+    pub layout: Layout,
+    /// The table a flush's dead letters go to, in the same commit as its
+    /// rows (created on first use, in the same namespace); `None` = none.
+    pub dead_letter_table: Option<String>,
 }
 
 /// How a flush ended.
@@ -155,8 +161,12 @@ pub struct PublishReceipt {
     pub outcome: Outcome,
     /// Rows this call registered (0 for `AlreadyPublished` and `Empty`).
     pub rows: u64,
-    /// Files in the committed payload.
+    /// Data files in the committed payload.
     pub files: usize,
+    /// Rows of each data file, in payload order.
+    pub file_rows: Vec<u64>,
+    /// Dead letters registered in the dead-letter table by this call.
+    pub dead_letters: u64,
     pub snapshot_id: Option<i64>,
     pub schema_version: Option<i64>,
     pub idempotency_key: Option<uuid::Uuid>,
@@ -164,7 +174,7 @@ pub struct PublishReceipt {
     pub table_uuid: Option<String>,
     /// Attempts used (1 = first try).
     pub attempts: u32,
-    /// URIs of the committed files.
+    /// URIs of the committed files (data files first).
     pub paths: Vec<String>,
 }
 
@@ -183,6 +193,9 @@ pub enum PublishError {
     },
     #[error("{0}")]
     Schema(String),
+    /// The live partition spec or sort order differs from config.
+    #[error("{0}")]
+    Layout(String),
     #[error("publishing to {table} failed after {attempts} attempts (HOGLAKE_MAX_RETRY_COUNT); last error: {last}")]
     Exhausted {
         table: String,
@@ -200,7 +213,9 @@ impl PublishError {
             // missing grant keeps failing until the budget is spent.
             PublishError::Store(StoreError::Upload { .. }) => ErrorClass::Retry,
             PublishError::Store(_) => ErrorClass::Permanent,
-            PublishError::Encode { .. } | PublishError::Schema(_) => ErrorClass::Permanent,
+            PublishError::Encode { .. } | PublishError::Schema(_) | PublishError::Layout(_) => {
+                ErrorClass::Permanent
+            }
             PublishError::Exhausted { .. } => ErrorClass::Permanent,
         }
     }
@@ -267,6 +282,8 @@ struct Prepared {
     body: Vec<u8>,
     paths: Vec<String>,
     rows: u64,
+    file_rows: Vec<u64>,
+    dead_letters: u64,
     /// A send of this payload ended without an answer (it may have applied).
     maybe_applied: bool,
 }
@@ -279,6 +296,8 @@ pub struct Publisher {
     namespace: String,
     table: String,
     retry: RetryPolicy,
+    layout: Layout,
+    dead_letter_table: Option<String>,
     /// The incarnation last resolved (to notice recreation).
     known_uuid: Option<String>,
     orphans: OrphanCounts,
@@ -286,6 +305,9 @@ pub struct Publisher {
     recreations: u64,
     /// Columns the catalog refused to add (millpond_errors_total{type="schema"}).
     schema_errors: u64,
+    /// Columns added and promoted so far.
+    columns_added: u64,
+    columns_promoted: u64,
 }
 
 impl Publisher {
@@ -315,10 +337,14 @@ impl Publisher {
             namespace: config.namespace,
             table: config.table,
             retry: config.retry,
+            layout: config.layout,
+            dead_letter_table: config.dead_letter_table,
             known_uuid: None,
             orphans: OrphanCounts::default(),
             recreations: 0,
             schema_errors: 0,
+            columns_added: 0,
+            columns_promoted: 0,
         })
     }
 
@@ -342,6 +368,16 @@ impl Publisher {
         self.schema_errors
     }
 
+    /// Columns this publisher added to its tables.
+    pub fn columns_added(&self) -> u64 {
+        self.columns_added
+    }
+
+    /// Live columns this publisher promoted (int -> long, float -> double).
+    pub fn columns_promoted(&self) -> u64 {
+        self.columns_promoted
+    }
+
     fn qualified(&self) -> String {
         format!("{}.{}", self.namespace, self.table)
     }
@@ -352,67 +388,18 @@ impl Publisher {
     }
 
     /// Namespace and table exist; the table has every column of `schema`
-    /// (plus `_inserted_at`). Returns the live table, read fresh.
+    /// the catalog accepts (plus `_inserted_at`), live int/float columns the
+    /// batch carries as long/double are promoted, and the partition spec and
+    /// sort order match the configured [`Layout`] (declared when missing,
+    /// fatal when different). Returns the live table, read fresh. Columns
+    /// the catalog refused are absent from it (counted in
+    /// [`Self::schema_errors`]); the caller decides what becomes of their
+    /// values.
     pub async fn bootstrap(&mut self, schema: &Schema) -> Result<Table, PublishError> {
-        let (ns, name) = (self.namespace.clone(), self.table.clone());
-        let batch_defs = batch_column_defs(schema)?;
-        let table = match self.catalog.get_table(&ns, &name).await? {
-            Some(t) => t,
-            None => {
-                self.catalog.ensure_namespace(&ns).await?;
-                let mut defs = batch_defs.clone();
-                defs.push(inserted_at_def());
-                let t = self.catalog.create_table(&ns, &name, &defs).await?;
-                tracing::info!(table = %self.qualified(), table_uuid = %t.table_uuid, columns = defs.len(), "hoglake table created");
-                t
-            }
-        };
-        let missing: Vec<ColumnDef> = batch_defs
-            .into_iter()
-            .filter(|d| !table.columns.iter().any(|c| c.name == d.name))
-            .collect();
-        let table = if missing.is_empty() {
-            table
-        } else {
-            let names: Vec<&str> = missing.iter().map(|d| d.name.as_str()).collect();
-            tracing::info!(table = %self.qualified(), columns = ?names, "hoglake: adding columns in one alter");
-            match self
-                .catalog
-                .add_columns(&ns, &name, Some(&table.table_uuid), &missing)
-                .await
-            {
-                Ok(t) => t,
-                // The batch was refused as a whole: add the columns one by
-                // one so one bad column cannot block the others. A column
-                // that still fails is left out of the files (logged, counted).
-                Err(e) if e.class() == ErrorClass::Permanent => {
-                    tracing::warn!(table = %self.qualified(), error = %e, "hoglake: batched add_column refused; adding columns one at a time");
-                    let mut live = table;
-                    for def in missing {
-                        match self
-                            .catalog
-                            .add_columns(
-                                &ns,
-                                &name,
-                                Some(&live.table_uuid),
-                                std::slice::from_ref(&def),
-                            )
-                            .await
-                        {
-                            Ok(t) => live = t,
-                            Err(e) if e.class() == ErrorClass::Permanent => {
-                                self.schema_errors += 1;
-                                tracing::warn!(table = %self.qualified(), column = %def.name, error = %e,
-                                    "hoglake: column refused by the catalog; its values are not written");
-                            }
-                            Err(e) => return Err(e.into()),
-                        }
-                    }
-                    live
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
+        let name = self.table.clone();
+        let table = self.resolve(&name, schema).await?;
+        let payload_columns = schema.fields().iter().any(|f| f.name() != INSERTED_AT);
+        let table = self.reconcile(table, payload_columns).await?;
         if !table.columns.iter().any(|c| c.name == INSERTED_AT) {
             return Err(PublishError::Schema(format!(
                 "table {} has no `{INSERTED_AT}` column; it was not created by millpond, add `{INSERTED_AT} timestamptz` or point HOGLAKE_TABLE at another table",
@@ -430,6 +417,137 @@ impl Publisher {
         Ok(table)
     }
 
+    /// Table `name` of the namespace exists (created from `schema` plus
+    /// `_inserted_at`), with every column of `schema` the catalog accepts,
+    /// and with live int/float columns promoted where the batch is wider.
+    async fn resolve(&mut self, name: &str, schema: &Schema) -> Result<Table, PublishError> {
+        let ns = self.namespace.clone();
+        let batch_defs = batch_column_defs(schema)?;
+        let table = match self.catalog.get_table(&ns, name).await? {
+            Some(t) => t,
+            None => {
+                self.catalog.ensure_namespace(&ns).await?;
+                let mut defs = batch_defs.clone();
+                defs.push(inserted_at_def());
+                let t = self.catalog.create_table(&ns, name, &defs).await?;
+                tracing::info!(table = %format!("{ns}.{name}"), table_uuid = %t.table_uuid, columns = defs.len(), "hoglake table created");
+                t
+            }
+        };
+        let missing: Vec<AlterOp> = batch_defs
+            .iter()
+            .filter(|d| !table.columns.iter().any(|c| c.name == d.name))
+            .map(|d| AlterOp::AddColumn { column: d.clone() })
+            .collect();
+        let (table, added) = self.evolve(name, table, missing, "adding columns").await?;
+        self.columns_added += added;
+        let promotions: Vec<AlterOp> = batch_defs
+            .iter()
+            .filter_map(|d| {
+                let live = table.columns.iter().find(|c| c.name == d.name)?;
+                promotion(live.column_type, d.column_type).map(|to| AlterOp::PromoteColumn {
+                    name: d.name.clone(),
+                    to,
+                })
+            })
+            .collect();
+        let (table, promoted) = self
+            .evolve(name, table, promotions, "promoting columns")
+            .await?;
+        self.columns_promoted += promoted;
+        Ok(table)
+    }
+
+    /// Applies schema `ops` to table `name` in ONE alter; when the catalog
+    /// refuses the batch as a whole, one op at a time, so one bad column
+    /// cannot block the others. An op still refused is left out (logged,
+    /// counted in [`Self::schema_errors`]). Answers the table and how many
+    /// ops applied.
+    async fn evolve(
+        &mut self,
+        name: &str,
+        table: Table,
+        ops: Vec<AlterOp>,
+        what: &str,
+    ) -> Result<(Table, u64), PublishError> {
+        if ops.is_empty() {
+            return Ok((table, 0));
+        }
+        let ns = self.namespace.clone();
+        let qualified = format!("{ns}.{name}");
+        tracing::info!(table = %qualified, ops = ?ops, "hoglake: {what} in one alter");
+        match self
+            .catalog
+            .alter_table(&ns, name, Some(&table.table_uuid), &ops)
+            .await
+        {
+            Ok(t) => Ok((t, ops.len() as u64)),
+            Err(e) if e.class() == ErrorClass::Permanent => {
+                tracing::warn!(table = %qualified, error = %e, "hoglake: batched alter refused; {what} one at a time");
+                let mut live = table;
+                let mut applied = 0;
+                for op in ops {
+                    match self
+                        .catalog
+                        .alter_table(&ns, name, Some(&live.table_uuid), std::slice::from_ref(&op))
+                        .await
+                    {
+                        Ok(t) => {
+                            live = t;
+                            applied += 1;
+                        }
+                        Err(e) if e.class() == ErrorClass::Permanent => {
+                            self.schema_errors += 1;
+                            tracing::warn!(table = %qualified, op = ?op, error = %e,
+                                "hoglake: schema change refused by the catalog; the column keeps its live shape");
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Ok((live, applied))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Declares a missing layout in one alter and verifies the answer; a
+    /// live layout config does not describe is fatal.
+    async fn reconcile(
+        &mut self,
+        table: Table,
+        payload_columns: bool,
+    ) -> Result<Table, PublishError> {
+        let plan = layout::plan(&self.layout, &table, payload_columns)
+            .map_err(|d| PublishError::Layout(d.0))?;
+        for why in &plan.skipped {
+            tracing::warn!(table = %self.qualified(), "hoglake: {why}");
+        }
+        if plan.ops.is_empty() {
+            return Ok(table);
+        }
+        tracing::info!(table = %self.qualified(), partition_by = %layout::render(&self.layout.partition_by),
+            sort_by = ?self.layout.sort_by, "hoglake: declaring the table layout");
+        let altered = self
+            .catalog
+            .alter_table(
+                &self.namespace,
+                &self.table,
+                Some(&table.table_uuid),
+                &plan.ops,
+            )
+            .await?;
+        let check = layout::plan(&self.layout, &altered, payload_columns)
+            .map_err(|d| PublishError::Layout(d.0))?;
+        if !check.ops.is_empty() {
+            return Err(PublishError::Layout(format!(
+                "declared the layout of {} but the catalog answered a table that still lacks it: {:?}",
+                self.qualified(),
+                check.ops
+            )));
+        }
+        Ok(altered)
+    }
+
     /// Publishes one flush: `batches` (all with the same schema) covering
     /// `ranges`. `flush_id` goes into the commit message.
     pub async fn publish(
@@ -438,12 +556,34 @@ impl Publisher {
         batches: &[RecordBatch],
         ranges: &[OffsetRange],
     ) -> Result<PublishReceipt, PublishError> {
+        self.publish_with_dead_letters(flush_id, batches, &[], ranges)
+            .await
+    }
+
+    /// Publishes one flush and its dead letters (batches in the layout of
+    /// the dead-letter table) in ONE commit: the rows to the table, the
+    /// letters to [`PublisherConfig::dead_letter_table`].
+    pub async fn publish_with_dead_letters(
+        &mut self,
+        flush_id: &str,
+        batches: &[RecordBatch],
+        dead_letters: &[RecordBatch],
+        ranges: &[OffsetRange],
+    ) -> Result<PublishReceipt, PublishError> {
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        if rows == 0 {
+        let letters: usize = dead_letters.iter().map(RecordBatch::num_rows).sum();
+        if letters > 0 && self.dead_letter_table.is_none() {
+            return Err(PublishError::Schema(format!(
+                "flush {flush_id} has {letters} dead letters and no dead-letter table is configured"
+            )));
+        }
+        if rows == 0 && letters == 0 {
             return Ok(PublishReceipt {
                 outcome: Outcome::Empty,
                 rows: 0,
                 files: 0,
+                file_rows: Vec::new(),
+                dead_letters: 0,
                 snapshot_id: None,
                 schema_version: None,
                 idempotency_key: None,
@@ -461,7 +601,14 @@ impl Publisher {
         loop {
             attempt += 1;
             let error = match self
-                .attempt(&mut held, flush_id, batches, ranges, inserted_at, attempt)
+                .attempt(
+                    &mut held,
+                    flush_id,
+                    (batches, dead_letters),
+                    ranges,
+                    inserted_at,
+                    attempt,
+                )
                 .await
             {
                 Ok(receipt) => return Ok(receipt),
@@ -527,7 +674,7 @@ impl Publisher {
         &mut self,
         held: &mut Option<Prepared>,
         flush_id: &str,
-        batches: &[RecordBatch],
+        batches: (&[RecordBatch], &[RecordBatch]),
         ranges: &[OffsetRange],
         inserted_at: i64,
         attempt: u32,
@@ -553,7 +700,9 @@ impl Publisher {
                         Outcome::Published
                     },
                     rows: p.rows,
-                    files: p.paths.len(),
+                    files: p.file_rows.len(),
+                    file_rows: p.file_rows,
+                    dead_letters: p.dead_letters,
                     snapshot_id: Some(result.snapshot_id),
                     schema_version: Some(result.schema_version),
                     idempotency_key: Some(p.key),
@@ -582,6 +731,8 @@ impl Publisher {
                             outcome: Outcome::AlreadyPublished,
                             rows: 0,
                             files: 0,
+                            file_rows: Vec::new(),
+                            dead_letters: 0,
                             snapshot_id: Some(result.snapshot_id),
                             schema_version: Some(result.schema_version),
                             idempotency_key: Some(p.key),
@@ -601,55 +752,46 @@ impl Publisher {
     async fn prepare(
         &mut self,
         flush_id: &str,
-        batches: &[RecordBatch],
+        (batches, dead_letters): (&[RecordBatch], &[RecordBatch]),
         ranges: &[OffsetRange],
         inserted_at: i64,
     ) -> Result<Prepared, PublishError> {
         let table = self.bootstrap(&union_schema(batches)).await?;
-        let encode = |source| PublishError::Encode {
-            table: self.qualified(),
-            source,
-        };
-        let file_schema: SchemaRef = Arc::new(arrow_schema(&table.columns).map_err(encode)?);
-        let conformed = batches
-            .iter()
-            .map(|b| conform(&stamp(b, inserted_at)?, &file_schema))
-            .collect::<crate::Result<Vec<_>>>()
-            .map_err(encode)?;
-        let groups: Vec<(Option<Tuple>, Vec<RecordBatch>)> = match table
-            .partition_spec
-            .as_ref()
-            .filter(|s| !s.fields.is_empty())
-        {
-            Some(spec) => Partitioner::new(spec, &table.columns)
-                .and_then(|p| p.split(&conformed))
-                .map_err(encode)?
-                .into_iter()
-                .filter(|g| g.batch.num_rows() > 0)
-                .map(|g| (Some(g.values), vec![g.batch]))
-                .collect(),
-            None => vec![(None, conformed)],
-        };
+        let mut read_snapshot = table.read_snapshot_id;
         let key = idempotency_key(&table.table_uuid, ranges);
-        let mut files = Vec::with_capacity(groups.len());
-        let mut uploads = Vec::with_capacity(groups.len());
-        for (index, (values, group)) in groups.into_iter().enumerate() {
-            let file = write_parquet(&file_schema, &group).map_err(encode)?;
-            let uri = object_uri(
-                self.store.data_path(),
-                &self.namespace,
-                &self.table,
-                &key,
-                &uuid::Uuid::new_v4(),
-                index,
-            );
-            files.push(FileRegistration::new(
-                uri.clone(),
-                &file,
-                &table.columns,
-                values,
-            ));
-            uploads.push((uri, file.bytes));
+        let name = self.table.clone();
+        let mut appends = Vec::new();
+        let mut uploads = Vec::new();
+        let data = self.encode(&table, &name, batches, inserted_at, &key)?;
+        let file_rows: Vec<u64> = data.0.iter().map(|f| f.record_count).collect();
+        let rows = file_rows.iter().sum();
+        if !data.0.is_empty() {
+            appends.push(TableAppend {
+                namespace: self.namespace.clone(),
+                table: name,
+                expected_table_uuid: Some(table.table_uuid.clone()),
+                files: data.0,
+            });
+            uploads.extend(data.1);
+        }
+        let mut letters = 0;
+        if let Some(dl_name) = self
+            .dead_letter_table
+            .clone()
+            .filter(|_| dead_letters.iter().any(|b| b.num_rows() > 0))
+        {
+            let dl_table = self.resolve(&dl_name, &union_schema(dead_letters)).await?;
+            read_snapshot = read_snapshot.max(dl_table.read_snapshot_id);
+            let (files, more) =
+                self.encode(&dl_table, &dl_name, dead_letters, inserted_at, &key)?;
+            letters = files.iter().map(|f| f.record_count).sum();
+            appends.push(TableAppend {
+                namespace: self.namespace.clone(),
+                table: dl_name,
+                expected_table_uuid: Some(dl_table.table_uuid.clone()),
+                files,
+            });
+            uploads.extend(more);
         }
         let results = join_all(
             uploads
@@ -671,17 +813,11 @@ impl Publisher {
             self.orphans.add("upload_failed", &landed);
             return Err(e.into());
         }
-        let rows = files.iter().map(|f| f.record_count).sum();
-        let paths = files.iter().map(|f| f.path.clone()).collect();
+        let paths = uploads.into_iter().map(|(uri, _)| uri).collect();
         let request = CommitRequest {
             idempotency_key: Some(key.to_string()),
-            read_snapshot: table.read_snapshot_id,
-            appends: vec![TableAppend {
-                namespace: self.namespace.clone(),
-                table: self.table.clone(),
-                expected_table_uuid: Some(table.table_uuid.clone()),
-                files,
-            }],
+            read_snapshot,
+            appends,
             author: None,
             message: Some(format!("millpond flush {flush_id}")),
         };
@@ -694,8 +830,73 @@ impl Publisher {
             body,
             paths,
             rows,
+            file_rows,
+            dead_letters: letters,
             maybe_applied: false,
         })
+    }
+
+    /// `batches` as `table`'s files: conformed to its file schema, stamped
+    /// with `_inserted_at`, one parquet file per partition tuple under the
+    /// live spec. Answers the registrations and the objects to upload.
+    #[allow(clippy::type_complexity)]
+    fn encode(
+        &self,
+        table: &Table,
+        name: &str,
+        batches: &[RecordBatch],
+        inserted_at: i64,
+        key: &uuid::Uuid,
+    ) -> Result<(Vec<FileRegistration>, Vec<(String, bytes::Bytes)>), PublishError> {
+        let encode = |source| PublishError::Encode {
+            table: format!("{}.{name}", self.namespace),
+            source,
+        };
+        let batches: Vec<&RecordBatch> = batches.iter().filter(|b| b.num_rows() > 0).collect();
+        if batches.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let file_schema: SchemaRef = Arc::new(arrow_schema(&table.columns).map_err(encode)?);
+        let conformed = batches
+            .iter()
+            .map(|b| conform(&stamp(b, inserted_at)?, &file_schema))
+            .collect::<crate::Result<Vec<_>>>()
+            .map_err(encode)?;
+        let groups: Vec<(Option<Tuple>, Vec<RecordBatch>)> = match table
+            .partition_spec
+            .as_ref()
+            .filter(|s| !s.fields.is_empty())
+        {
+            Some(spec) => Partitioner::new(spec, &table.columns)
+                .and_then(|p| p.split(&conformed))
+                .map_err(encode)?
+                .into_iter()
+                .filter(|g| g.batch.num_rows() > 0)
+                .map(|g| (Some(g.values), vec![g.batch]))
+                .collect(),
+            None => vec![(None, conformed)],
+        };
+        let mut files = Vec::with_capacity(groups.len());
+        let mut uploads = Vec::with_capacity(groups.len());
+        for (index, (values, group)) in groups.into_iter().enumerate() {
+            let file = write_parquet(&file_schema, &group).map_err(encode)?;
+            let uri = object_uri(
+                self.store.data_path(),
+                &self.namespace,
+                name,
+                key,
+                &uuid::Uuid::new_v4(),
+                index,
+            );
+            files.push(FileRegistration::new(
+                uri.clone(),
+                &file,
+                &table.columns,
+                values,
+            ));
+            uploads.push((uri, file.bytes));
+        }
+        Ok((files, uploads))
     }
 }
 
@@ -721,6 +922,19 @@ fn inserted_at_def() -> ColumnDef {
         type_params: None,
         children: None,
         comment: None,
+    }
+}
+
+/// The type a live column must be promoted to so a batch column of type
+/// `batch` fits without loss (the widenings hoglake allows, 6.3); `None`
+/// when no promotion applies.
+pub fn promotion(live: ColumnType, batch: ColumnType) -> Option<ColumnType> {
+    use ColumnType as T;
+    match (live, batch) {
+        (T::Int8 | T::Int16 | T::Int, T::Long) => Some(T::Long),
+        (T::Int8, T::Int) => Some(T::Int),
+        (T::Float, T::Double) => Some(T::Double),
+        _ => None,
     }
 }
 

@@ -5,253 +5,22 @@
 //! Every test reads real state back: the emulator's request log and files
 //! listing, and the uploaded parquet from S3.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{Int64Type, TimestampMicrosecondType};
-use bytes::Bytes;
-use millpond_hoglake::catalog::{AlterOp, CatalogClient, DEFAULT_REQUEST_TIMEOUT};
+use arrow::datatypes::TimestampMicrosecondType;
+use millpond_hoglake::catalog::{CatalogClient, DEFAULT_REQUEST_TIMEOUT};
+use millpond_hoglake::layout::{parse_partition_by, Layout};
 use millpond_hoglake::publish::{
-    idempotency_key, OffsetRange, Outcome, Publisher, PublisherConfig, RetryPolicy, INSERTED_AT,
+    idempotency_key, Outcome, Publisher, PublisherConfig, INSERTED_AT,
 };
-use millpond_hoglake::schema::{ColumnDef, ColumnType, PartitionField};
-use millpond_hoglake::store::S3Config;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use millpond_hoglake::schema::{ColumnDef, ColumnType};
 use serde_json::{json, Value};
 
-const CATALOG: &str = "it";
-const NS: &str = "analytics";
-const TABLE: &str = "events";
-
-/// The emulator process; killed on drop.
-struct Emulator {
-    child: Child,
-    root: String,
-    http: reqwest::Client,
-}
-
-impl Emulator {
-    fn start() -> Self {
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/hoglake-emulator/hoglake_emulator.py"
-        );
-        let python = std::env::var("MILLPOND_PYTHON").unwrap_or_else(|_| {
-            let venv = format!(
-                "{}/.cache/millpond/venv/bin/python",
-                std::env::var("HOME").unwrap_or_default()
-            );
-            if std::path::Path::new(&venv).exists() {
-                venv
-            } else {
-                "python3".into()
-            }
-        });
-        let mut child = Command::new(&python)
-            .args([script, "--host", "127.0.0.1", "--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start the hoglake emulator with {python}: {e}"));
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("emulator stdout");
-        let port: u16 = line
-            .trim()
-            .strip_prefix("LISTENING ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("emulator did not print LISTENING <port>: {line:?}"));
-        Self {
-            child,
-            root: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::new(),
-        }
-    }
-
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut req = self.http.request(method, format!("{}{path}", self.root));
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let resp = req.send().await.expect("emulator reachable");
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-
-    async fn fault(&self, rule: Value) {
-        let (status, body) = self
-            .call(reqwest::Method::POST, "/_emulator/faults", Some(rule))
-            .await;
-        assert_eq!(status, 200, "{body}");
-    }
-
-    /// Logged /v1 requests whose path matches `regex`.
-    async fn requests(&self, regex: &str) -> Vec<Value> {
-        let (status, body) = self
-            .call(
-                reqwest::Method::GET,
-                &format!("/_emulator/requests?path={}", urlencode(regex)),
-                None,
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        let list = match body {
-            Value::Array(a) => a,
-            Value::Object(mut o) => match o.remove("requests") {
-                Some(Value::Array(a)) => a,
-                other => panic!("request log shape: {other:?}"),
-            },
-            other => panic!("request log shape: {other}"),
-        };
-        list
-    }
-
-    async fn commits(&self) -> Vec<Value> {
-        self.requests("/commit/prepared$").await
-    }
-
-    /// How many snapshots carry a `data_appended` change.
-    async fn data_snapshots(&self) -> usize {
-        let (status, body) = self
-            .call(
-                reqwest::Method::GET,
-                &format!("/v1/catalogs/{CATALOG}/snapshots?limit=10000"),
-                None,
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        body["snapshots"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| {
-                s["changes"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|c| c["kind"] == "data_appended")
-            })
-            .count()
-    }
-}
-
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// moto's endpoint and keys, or None (the test then says why it skipped).
-fn s3_from_env() -> Option<(S3Config, String)> {
-    let Ok(endpoint) = std::env::var("MILLPOND_TEST_S3_ENDPOINT") else {
-        eprintln!(
-            "SKIPPED: MILLPOND_TEST_S3_ENDPOINT is unset; start moto and export its settings with \
-             `bash scripts/services.sh start && eval \"$(bash scripts/services.sh env)\"`"
-        );
-        return None;
-    };
-    let var = |k: &str| std::env::var(k).ok();
-    Some((
-        S3Config {
-            endpoint: Some(endpoint),
-            region: var("MILLPOND_TEST_S3_REGION").or(Some("us-east-1".into())),
-            access_key_id: var("MILLPOND_TEST_S3_KEY_ID"),
-            secret_access_key: var("MILLPOND_TEST_S3_SECRET"),
-        },
-        var("MILLPOND_TEST_S3_BUCKET").unwrap_or_else(|| "millpond-test".into()),
-    ))
-}
-
-fn fast_retry() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 8,
-        base: Duration::from_millis(20),
-        cap: Duration::from_millis(200),
-        jitter: 0.25,
-    }
-}
-
-async fn publisher(emu: &Emulator, s3: &S3Config, bucket: &str) -> Publisher {
-    let client = CatalogClient::new(&emu.root, CATALOG, DEFAULT_REQUEST_TIMEOUT).unwrap();
-    let data_path = format!("s3://{bucket}/hoglake-it/{}", uuid::Uuid::new_v4());
-    Publisher::connect(
-        client,
-        PublisherConfig {
-            namespace: NS.into(),
-            table: TABLE.into(),
-            create_data_path: Some(data_path),
-            s3: s3.clone(),
-            retry: fast_retry(),
-        },
-    )
-    .await
-    .expect("connect")
-}
-
-fn batch(ids: &[i64], teams: &[i64]) -> RecordBatch {
-    let names: Vec<String> = ids.iter().map(|i| format!("event-{i}")).collect();
-    RecordBatch::try_from_iter(vec![
-        ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
-        ("name", Arc::new(StringArray::from(names)) as ArrayRef),
-        (
-            "team",
-            Arc::new(Int64Array::from(teams.to_vec())) as ArrayRef,
-        ),
-    ])
-    .unwrap()
-}
-
-fn ranges(first: i64, last: i64) -> Vec<OffsetRange> {
-    vec![OffsetRange {
-        topic: "events".into(),
-        partition: 0,
-        first,
-        last,
-    }]
-}
-
-/// Reads an uploaded object back: all rows as one batch.
-async fn read_back(p: &Publisher, uri: &str) -> RecordBatch {
-    let bytes: Bytes = p.store().get(uri).await.expect("object in S3");
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .unwrap()
-        .build()
-        .unwrap();
-    let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>().unwrap();
-    arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
-}
-
-fn ints(b: &RecordBatch, name: &str) -> Vec<i64> {
-    b.column_by_name(name)
-        .unwrap_or_else(|| panic!("column {name}"))
-        .as_primitive::<Int64Type>()
-        .values()
-        .to_vec()
-}
-
-fn key_of(body: &Value) -> &str {
-    body["idempotency_key"].as_str().unwrap()
-}
+use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bootstrap_creates_namespace_and_table_and_batches_new_columns() {
@@ -414,29 +183,11 @@ async fn partitioned_flush_writes_one_file_per_tuple_in_one_commit() {
         return;
     };
     let emu = Emulator::start();
-    let mut p = publisher(&emu, &s3, &bucket).await;
-    let table = p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
-    let team_id = table
-        .columns
-        .iter()
-        .find(|c| c.name == "team")
-        .unwrap()
-        .field_id;
-    p.catalog()
-        .alter_table(
-            NS,
-            TABLE,
-            Some(&table.table_uuid),
-            &[AlterOp::SetPartitionSpec {
-                fields: vec![PartitionField {
-                    source_field_id: team_id,
-                    transform: "identity".into(),
-                    transform_param: None,
-                }],
-            }],
-        )
-        .await
-        .unwrap();
+    let layout = Layout {
+        partition_by: parse_partition_by("team").unwrap(),
+        sort_by: vec![],
+    };
+    let mut p = publisher_with(&emu, &s3, &bucket, layout).await;
 
     let receipt = p
         .publish(
@@ -844,6 +595,8 @@ async fn an_exhausted_budget_fails_with_every_attempt_identical() {
             create_data_path: Some(format!("s3://{bucket}/hoglake-it/{}", uuid::Uuid::new_v4())),
             s3: s3.clone(),
             retry,
+            layout: Default::default(),
+            dead_letter_table: None,
         },
     )
     .await
@@ -935,6 +688,8 @@ async fn a_client_timeout_while_the_server_commits_still_publishes_once() {
             create_data_path: Some(format!("s3://{bucket}/hoglake-it/{}", uuid::Uuid::new_v4())),
             s3: s3.clone(),
             retry: fast_retry(),
+            layout: Default::default(),
+            dead_letter_table: None,
         },
     )
     .await
@@ -979,6 +734,8 @@ async fn connect_refuses_a_data_path_whose_bucket_does_not_exist() {
             create_data_path: Some(format!("s3://{bucket}/lake")),
             s3: s3.clone(),
             retry: fast_retry(),
+            layout: Default::default(),
+            dead_letter_table: None,
         },
     )
     .await
@@ -989,4 +746,73 @@ async fn connect_refuses_a_data_path_whose_bucket_does_not_exist() {
         "{err}"
     );
     assert!(err.contains("HOGLAKE_DATA_PATH"), "{err}");
+}
+
+fn letters(offsets: &[i64]) -> RecordBatch {
+    RecordBatch::try_from_iter(vec![
+        (
+            "kafka_offset",
+            Arc::new(Int64Array::from(offsets.to_vec())) as ArrayRef,
+        ),
+        (
+            "reason",
+            Arc::new(StringArray::from(vec!["type_mismatch"; offsets.len()])) as ArrayRef,
+        ),
+    ])
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_land_in_their_table_in_the_same_commit() {
+    let Some((s3, bucket)) = s3_from_env() else {
+        return;
+    };
+    let emu = Emulator::start();
+    let mut p = publisher_with(&emu, &s3, &bucket, Layout::default()).await;
+    let receipt = p
+        .publish_with_dead_letters(
+            "f1",
+            &[batch(&[1, 2], &[1, 1])],
+            &[letters(&[2])],
+            &ranges(0, 2),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (receipt.rows, receipt.dead_letters, receipt.files),
+        (2, 1, 1)
+    );
+    assert_eq!(receipt.file_rows, [2]);
+    let commits = emu.commits().await;
+    assert_eq!(commits.len(), 1);
+    let appended: Vec<&str> = commits[0]["body"]["appends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["table"].as_str().unwrap())
+        .collect();
+    assert_eq!(appended, [TABLE, "events_dead_letters"]);
+    let dl = format!("{TABLE}_dead_letters");
+    let files = p.catalog().list_files(NS, &dl, None).await.unwrap();
+    assert_eq!(files.len(), 1);
+    let back = read_back(&p, &files[0].path).await;
+    assert_eq!(ints(&back, "kafka_offset"), [2]);
+    assert!(back.column_by_name(INSERTED_AT).is_some());
+
+    // A flush of dead letters only still commits them, once.
+    let only = p
+        .publish_with_dead_letters("f2", &[], &[letters(&[3, 4])], &ranges(3, 4))
+        .await
+        .unwrap();
+    assert_eq!(
+        (only.outcome, only.rows, only.dead_letters),
+        (Outcome::Published, 0, 2)
+    );
+    let again = p
+        .publish_with_dead_letters("f2", &[], &[letters(&[3, 4])], &ranges(3, 4))
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, Outcome::AlreadyPublished);
+    let files = p.catalog().list_files(NS, &dl, None).await.unwrap();
+    assert_eq!(files.iter().map(|f| f.record_count).sum::<u64>(), 3);
 }

@@ -49,7 +49,7 @@ impl StageConfig {
             r.positive_u64("MILLPOND_MAX_COLUMNS", DEFAULT_MAX_COLUMNS as u64) as usize;
         let max_record_bytes =
             r.positive_u64("MILLPOND_MAX_RECORD_BYTES", DEFAULT_MAX_RECORD_BYTES) as usize;
-        let sort_by = sort_keys(r);
+        let sort_by = millpond_shared::config::sort_by(r);
         let keep = filter(
             r,
             "MILLPOND_FILTER_KEEP_FIELD_NAME",
@@ -176,26 +176,6 @@ fn filter(r: &mut EnvReader<'_>, field_var: &str, values_var: &str) -> Option<Fi
             }
         }
     }
-}
-
-fn sort_keys(r: &mut EnvReader<'_>) -> Vec<String> {
-    const VAR: &str = "MILLPOND_SORT_BY";
-    let Some(raw) = r.optional(VAR).filter(|v| !v.trim().is_empty()) else {
-        return Vec::new();
-    };
-    let keys: Vec<String> = raw.split(',').map(|k| k.trim().to_owned()).collect();
-    let mut seen = std::collections::HashSet::new();
-    for k in &keys {
-        if !is_safe_identifier(k) {
-            r.errors.push(
-                VAR,
-                format!("{k:?} is not a column name [A-Za-z_][A-Za-z0-9_]*"),
-            );
-        } else if !seen.insert(k.to_ascii_lowercase()) {
-            r.errors.push(VAR, format!("{k:?} is listed twice"));
-        }
-    }
-    keys
 }
 
 #[cfg(test)]

@@ -66,6 +66,8 @@ pub mod dead_letter_reason {
     pub const COLUMN_COERCION: &str = "column_coercion";
     /// Record level: the message is larger than MILLPOND_MAX_RECORD_BYTES.
     pub const OVERSIZED_RECORD: &str = "oversized_record";
+    /// The catalog refused to add the key's column (hoglake).
+    pub const COLUMN_REFUSED: &str = "column_refused";
 }
 
 pub fn new_registry(pipeline: &str, broker_source: &str) -> Registry {

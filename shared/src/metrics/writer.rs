@@ -21,6 +21,16 @@ pub struct WriterMetrics {
     /// Hoglake only: parquet uploaded and never registered, by reason
     /// (unreclaimed storage; each increment's warning names the URIs).
     pub hoglake_orphaned_files: IntCounterVec,
+    /// Hoglake only: parquet files registered (with partitioned fanout,
+    /// the rate compaction has to keep up with).
+    pub hoglake_files_written: IntCounter,
+    /// Hoglake only: commits answered from the server's receipt instead of
+    /// publishing, by outcome (`replayed`: a lost response; `already_published`:
+    /// a resent flush). Each is a duplicate that did not happen.
+    pub hoglake_commit_replays: IntCounterVec,
+    /// Hoglake only: data files per commit, and rows per data file.
+    pub hoglake_flush_files: Histogram,
+    pub hoglake_file_rows: Histogram,
 }
 
 impl WriterMetrics {
@@ -112,6 +122,41 @@ impl WriterMetrics {
                         "Files uploaded to the hoglake data path and never registered, by reason",
                     ),
                     &["reason"],
+                )
+                .unwrap(),
+            ),
+            hoglake_files_written: register(
+                registry,
+                IntCounter::new(
+                    "hoglake_files_written_total",
+                    "Parquet files registered in hoglake commits",
+                )
+                .unwrap(),
+            ),
+            hoglake_commit_replays: register(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "hoglake_commit_replays_total",
+                        "Hoglake commits resolved from the server's receipt instead of publishing, by outcome",
+                    ),
+                    &["outcome"],
+                )
+                .unwrap(),
+            ),
+            hoglake_flush_files: register(
+                registry,
+                Histogram::with_opts(
+                    HistogramOpts::new("hoglake_flush_files", "Data files per hoglake commit")
+                        .buckets(exponential_buckets(1.0, 2.0, 10).unwrap()),
+                )
+                .unwrap(),
+            ),
+            hoglake_file_rows: register(
+                registry,
+                Histogram::with_opts(
+                    HistogramOpts::new("hoglake_file_rows", "Rows per hoglake data file")
+                        .buckets(exponential_buckets(10.0, 10.0, 7).unwrap()),
                 )
                 .unwrap(),
             ),

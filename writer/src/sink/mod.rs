@@ -1,6 +1,7 @@
 //! Destinations. A [`Sink`] turns one flush into durable rows; its `write`
 //! returns a [`Durable`] receipt, which only a sink can construct, and only
 //! after its commit returned.
+pub mod dead_letters;
 pub mod ducklake;
 mod error;
 pub mod factory;

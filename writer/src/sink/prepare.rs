@@ -66,13 +66,23 @@ impl UnsafeNames {
     }
 }
 
+/// Whether two keys that differ only by letter case name one column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameCase {
+    /// DuckDB: `Event` and `event` are one column (the first spelling wins).
+    Insensitive,
+    /// hoglake: they are two columns.
+    Sensitive,
+}
+
 /// Prepares `flush`; `reserved` are names the sink writes itself
-/// (lowercase). A coordinate column of the wrong type is a malformed
-/// request.
+/// (lowercase, compared case-insensitively). A coordinate column of the
+/// wrong type is a malformed request.
 pub fn prepare(
     flush: &Flush,
     reserved: &[&str],
     unsafe_names: UnsafeNames,
+    case: NameCase,
 ) -> Result<Prepared, SinkError> {
     let mut fates = Vec::new();
     let mut kept: HashMap<String, usize> = HashMap::new();
@@ -97,10 +107,16 @@ pub fn prepare(
         } else if coordinates::is_reserved(name) || reserved.contains(&lower.as_str()) {
             out.reserved_names.push(name.clone());
             Some(Fate::Refuse(dead_letter_reason::RESERVED_FIELD_NAME))
-        } else if let Some(&i) = kept.get(&lower) {
-            Some(Fate::Fold(i))
         } else {
-            kept.insert(lower, fields.len());
+            let key = match case {
+                NameCase::Insensitive => lower,
+                NameCase::Sensitive => name.clone(),
+            };
+            if let Some(&i) = kept.get(&key) {
+                fates.push(Some(Fate::Fold(i)));
+                continue;
+            }
+            kept.insert(key, fields.len());
             fields.push(f.as_ref().clone());
             Some(Fate::Keep)
         };
@@ -286,7 +302,13 @@ mod tests {
             ("_inserted_at", ints(vec![None, Some(5)])),
             ("_millpond_x", ints(vec![Some(9), None])),
         ]);
-        let p = prepare(&f, &["_inserted_at"], UnsafeNames::DeadLetter).unwrap();
+        let p = prepare(
+            &f,
+            &["_inserted_at"],
+            UnsafeNames::DeadLetter,
+            NameCase::Insensitive,
+        )
+        .unwrap();
         assert_eq!(
             p.schema.fields().len(),
             1,
@@ -332,7 +354,7 @@ mod tests {
             ("", ints(vec![Some(3), None])),
             ("a\tb", ints(vec![Some(4), None])),
         ]);
-        let p = prepare(&f, &[], UnsafeNames::Quote).unwrap();
+        let p = prepare(&f, &[], UnsafeNames::Quote, NameCase::Insensitive).unwrap();
         let names: Vec<_> = p
             .schema
             .fields()
@@ -354,7 +376,7 @@ mod tests {
                 Arc::new(StringArray::from(vec![Some("x"), None, None])),
             ),
         ]);
-        let p = prepare(&f, &[], UnsafeNames::DeadLetter).unwrap();
+        let p = prepare(&f, &[], UnsafeNames::DeadLetter, NameCase::Insensitive).unwrap();
         assert_eq!(p.schema.fields().len(), 1);
         assert_eq!(p.schema.field(0).name(), "Foo");
         assert_eq!(p.schema.field(0).data_type(), &DataType::Int64);
@@ -385,7 +407,7 @@ mod tests {
         .unwrap();
         f.schema = bad.schema();
         f.batches = vec![bad];
-        let e = prepare(&f, &[], UnsafeNames::DeadLetter).unwrap_err();
+        let e = prepare(&f, &[], UnsafeNames::DeadLetter, NameCase::Insensitive).unwrap_err();
         assert!(e.message.contains(coordinates::OFFSET), "{}", e.message);
     }
 }

@@ -161,7 +161,12 @@ impl DuckLakeConfig {
                 );
             }
         }
-        let dead_letter_table = dead_letter_table(r, table.as_deref());
+        let dead_letter_table = crate::sink::dead_letters::table_setting(
+            r,
+            "DUCKLAKE_DEAD_LETTER_TABLE",
+            table.as_deref(),
+            &[OFFSETS_TABLE],
+        );
         let partition_fence = r.bool_opt("DUCKLAKE_PARTITION_FENCE").unwrap_or(true);
         let unsafe_names = if r.bool_opt("DUCKLAKE_QUOTED_COLUMNS").unwrap_or(false) {
             crate::sink::prepare::UnsafeNames::Quote
@@ -308,25 +313,6 @@ fn partition_sql(value: &str) -> Result<String, String> {
         keys.push(key);
     }
     Ok(keys.join(", "))
-}
-
-/// DUCKLAKE_DEAD_LETTER_TABLE: `Some(None)` when turned off.
-fn dead_letter_table(r: &mut EnvReader<'_>, table: Option<&str>) -> Option<Option<String>> {
-    const VAR: &str = "DUCKLAKE_DEAD_LETTER_TABLE";
-    let name = match r.optional(VAR) {
-        Some(v) if v.eq_ignore_ascii_case("off") => return Some(None),
-        Some(v) => v,
-        None => format!("{}_dead_letters", table?),
-    };
-    let name = r.safe_identifier(VAR, Some(name))?;
-    if Some(name.as_str()) == table || name == OFFSETS_TABLE {
-        r.errors.push(
-            VAR,
-            format!("{name} is already used (the target table or the offsets table)"),
-        );
-        return None;
-    }
-    Some(Some(name))
 }
 
 /// The embedded catalog: DUCKLAKE_CATALOG_TYPE (`sqlite`, the default, or

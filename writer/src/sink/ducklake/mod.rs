@@ -34,7 +34,7 @@ use self::dead_letters::DeadLetterTable;
 use self::fence::Fence;
 use self::offsets::{coverage, Coverage, OffsetsTable};
 use self::table::LiveColumns;
-use super::prepare::{prepare, Prepared};
+use super::prepare::{prepare, NameCase, Prepared};
 use super::{Durable, Flush, Receipt, Sink, SinkError};
 use millpond_proto::DeadLetter;
 
@@ -188,7 +188,7 @@ impl DuckLakeSink {
         if letters.is_empty() || self.dead_letters.is_none() {
             return Ok(None);
         }
-        let (schema, batch) = dead_letters::batch(flush_id, letters);
+        let (schema, batch) = crate::sink::dead_letters::batch(flush_id, letters);
         let session = self.session.as_ref().expect("session open");
         let stream = session
             .register_arrow(dead_letters::SCAN, schema, vec![batch])
@@ -352,7 +352,12 @@ impl Sink for DuckLakeSink {
             self.fence.hold(conn, &self.cfg, &flush.ranges)?;
         }
 
-        let mut prepared = prepare(flush, &RESERVED_COLUMNS, self.cfg.unsafe_names)?;
+        let mut prepared = prepare(
+            flush,
+            &RESERVED_COLUMNS,
+            self.cfg.unsafe_names,
+            NameCase::Insensitive,
+        )?;
         self.count_names(&prepared);
         let rows_in = flush.rows();
         let mut cast = Vec::new();

@@ -1,7 +1,10 @@
 //! HOGLAKE_* variables (millpond.md, "Hoglake" configuration table).
 use std::time::Duration;
 
+use millpond_hoglake::layout::{parse_partition_by, Layout};
 use millpond_shared::config::{EnvReader, Secret};
+
+use crate::sink::dead_letters;
 
 /// The liveness probe fails a pod after this long without a poll; one
 /// flush inside `write` (all attempts, their timeouts and the waits between
@@ -30,6 +33,11 @@ pub struct HoglakeConfig {
     pub max_retry_count: u32,
     /// HOGLAKE_REQUEST_TIMEOUT_S.
     pub request_timeout: Duration,
+    /// HOGLAKE_PARTITION_BY and MILLPOND_SORT_BY, declared on the table.
+    pub layout: Layout,
+    /// HOGLAKE_DEAD_LETTER_TABLE (default `<table>_dead_letters`, `off`
+    /// to count and discard dead letters instead).
+    pub dead_letter_table: Option<String>,
 }
 
 /// Empty or whitespace-only counts as unset (a chart renders `""` for an
@@ -142,20 +150,22 @@ impl HoglakeConfig {
                 ),
             );
         }
-        for (var, why) in [
-            (
+        if non_empty(r, "MILLPOND_VARIANT_COLUMNS").is_some() {
+            r.errors.push(
                 "MILLPOND_VARIANT_COLUMNS",
                 "hoglake has no variant type; unset it for MILLPOND_DESTINATION=hoglake",
-            ),
-            (
-                "HOGLAKE_PARTITION_BY",
-                "partitioned hoglake tables are not supported by this writer yet (no spec reconciliation at table creation); unset it or use the Python writer",
-            ),
-        ] {
-            if non_empty(r, var).is_some() {
-                r.errors.push(var, why);
-            }
+            );
         }
+        let partition_by = match non_empty(r, "HOGLAKE_PARTITION_BY") {
+            None => Vec::new(),
+            Some(text) => parse_partition_by(&text).unwrap_or_else(|e| {
+                r.errors.push("HOGLAKE_PARTITION_BY", e);
+                Vec::new()
+            }),
+        };
+        let sort_by = millpond_shared::config::sort_by(r);
+        let dead_letter_table =
+            dead_letters::table_setting(r, "HOGLAKE_DEAD_LETTER_TABLE", table.as_deref(), &[]);
         Some(HoglakeConfig {
             url: url?,
             catalog: catalog?,
@@ -167,6 +177,11 @@ impl HoglakeConfig {
             s3_keys,
             max_retry_count,
             request_timeout,
+            layout: Layout {
+                partition_by,
+                sort_by,
+            },
+            dead_letter_table: dead_letter_table?,
         })
     }
 
@@ -306,5 +321,40 @@ mod tests {
         env.push(("HOGLAKE_S3_ACCESS_KEY", ""));
         env.push(("HOGLAKE_S3_SECRET_KEY", ""));
         assert!(parse(&env).unwrap().s3_keys.is_none());
+    }
+
+    #[test]
+    fn layout_and_dead_letter_table_are_read_and_checked() {
+        let mut env = BASE.to_vec();
+        env.push((
+            "HOGLAKE_PARTITION_BY",
+            "team_id, month(_inserted_at), bucket(user_id, 16)",
+        ));
+        env.push(("MILLPOND_SORT_BY", "team_id,timestamp"));
+        let cfg = parse(&env).unwrap();
+        assert_eq!(
+            millpond_hoglake::layout::render(&cfg.layout.partition_by),
+            "team_id,month(_inserted_at),bucket(user_id, 16)"
+        );
+        assert_eq!(cfg.layout.sort_by, ["team_id", "timestamp"]);
+        assert_eq!(
+            cfg.dead_letter_table.as_deref(),
+            Some(format!("{}_dead_letters", cfg.table).as_str())
+        );
+        let mut env = BASE.to_vec();
+        env.push(("HOGLAKE_DEAD_LETTER_TABLE", "OFF"));
+        assert_eq!(parse(&env).unwrap().dead_letter_table, None);
+        let mut env = BASE.to_vec();
+        env.push(("HOGLAKE_PARTITION_BY", "week(ts)"));
+        env.push(("MILLPOND_SORT_BY", "a-b"));
+        env.push(("HOGLAKE_DEAD_LETTER_TABLE", "bad name"));
+        assert_eq!(
+            parse(&env).unwrap_err(),
+            vec![
+                "HOGLAKE_PARTITION_BY",
+                "MILLPOND_SORT_BY",
+                "HOGLAKE_DEAD_LETTER_TABLE"
+            ]
+        );
     }
 }

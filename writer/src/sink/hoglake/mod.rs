@@ -27,10 +27,11 @@ use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason, Writ
 use millpond_shared::retry::Ladder;
 use tokio::runtime::Handle;
 
-use super::prepare::{prepare, Prepared, UnsafeNames};
+use super::prepare::{prepare, NameCase, Prepared, UnsafeNames};
 use super::{Durable, Flush, Receipt, Sink, SinkError, SinkErrorKind, SinkId};
 
 pub mod config;
+pub mod to_live;
 
 use self::config::HoglakeConfig;
 
@@ -85,6 +86,9 @@ pub struct HoglakeSink {
     publisher: Option<Publisher>,
     /// Orphans per reason already added to the metric.
     orphans_counted: std::collections::BTreeMap<String, u64>,
+    /// The publisher's schema counters already added to the metrics:
+    /// (columns added, columns promoted, schema errors).
+    schema_counted: (u64, u64, u64),
 }
 
 impl std::fmt::Debug for HoglakeSink {
@@ -111,6 +115,7 @@ impl HoglakeSink {
             runtime,
             publisher: Some(publisher),
             orphans_counted: Default::default(),
+            schema_counted: (0, 0, 0),
         })
     }
 
@@ -123,6 +128,8 @@ impl HoglakeSink {
             create_data_path: cfg.data_path.clone(),
             s3: cfg.s3(),
             retry: cfg.retry_policy(),
+            layout: cfg.layout.clone(),
+            dead_letter_table: cfg.dead_letter_table.clone(),
         };
         Publisher::connect(client, config)
             .await
@@ -188,12 +195,66 @@ impl HoglakeSink {
         }
     }
 
-    fn count_dead_letters(&self, flush_id: &str, letters: &[&DeadLetter]) {
-        crate::sink::count_dead_letters(&self.metrics, letters);
-        if !letters.is_empty() {
-            tracing::warn!(flush_id = %flush_id, count = letters.len(),
-                "dead letters discarded: the hoglake destination has no dead-letter table");
+    /// Adds the publisher's new schema changes and refusals to
+    /// `schema_columns_added_total`, `schema_columns_widened_total` and
+    /// `errors_total{type="schema"}`.
+    fn count_schema(&mut self) {
+        let Some(p) = self.publisher.as_ref() else {
+            return;
+        };
+        let now = (p.columns_added(), p.columns_promoted(), p.schema_errors());
+        let (added, promoted, errors) = self.schema_counted;
+        self.metrics
+            .schema_columns_added
+            .inc_by(now.0.saturating_sub(added));
+        self.metrics
+            .schema_columns_widened
+            .inc_by(now.1.saturating_sub(promoted));
+        self.metrics
+            .errors
+            .with_label_values(&[error_type::SCHEMA])
+            .inc_by(now.2.saturating_sub(errors));
+        self.schema_counted = now;
+    }
+
+    /// Counts what a published commit registered.
+    fn count_published(&self, receipt: &millpond_hoglake::publish::PublishReceipt) {
+        self.metrics
+            .hoglake_files_written
+            .inc_by(receipt.paths.len() as u64);
+        if receipt.files > 0 {
+            self.metrics
+                .hoglake_flush_files
+                .observe(receipt.files as f64);
         }
+        for rows in &receipt.file_rows {
+            self.metrics.hoglake_file_rows.observe(*rows as f64);
+        }
+    }
+
+    /// Resolves the table (creating it, adding and promoting columns,
+    /// reconciling its layout), then brings every value to its live column
+    /// exactly; what cannot be kept becomes a dead letter.
+    fn align(&mut self, flush: &Flush, prepared: &mut Prepared) -> Result<(), SinkError> {
+        let publisher = self.publisher.as_mut().expect("opened by write");
+        let result = self.runtime.block_on(publisher.bootstrap(&prepared.schema));
+        self.count_schema();
+        let table = result.map_err(|e| Self::error(&self.cfg, &e))?;
+        let absent: Vec<String> = prepared
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .filter(|n| !table.columns.iter().any(|c| &c.name == n))
+            .collect();
+        prepared.refuse(&absent, dead_letter_reason::COLUMN_REFUSED, &flush.ranges);
+        let converted = to_live::to_live(prepared, &table, &flush.ranges)
+            .map_err(|e| SinkError::permanent(format!("flush {}: {e}", flush.id)))?;
+        for (column, live, lost) in converted.iter().filter(|c| c.2 > 0) {
+            tracing::warn!(flush_id = %flush.id, column = %column, live_type = %live, values = lost,
+                "values that do not convert exactly to the live column are NULL and dead letters (type_mismatch)");
+        }
+        Ok(())
     }
 }
 
@@ -204,8 +265,14 @@ impl Sink for HoglakeSink {
             let cfg = self.cfg.clone();
             self.publisher = Some(self.runtime.block_on(Self::open(&cfg))?);
             self.orphans_counted.clear();
+            self.schema_counted = (0, 0, 0);
         }
-        let mut prepared = prepare(flush, &RESERVED_COLUMNS, UnsafeNames::DeadLetter)?;
+        let mut prepared = prepare(
+            flush,
+            &RESERVED_COLUMNS,
+            UnsafeNames::DeadLetter,
+            NameCase::Sensitive,
+        )?;
         let refused = refused_names(&prepared);
         prepared.refuse(
             &refused,
@@ -213,6 +280,16 @@ impl Sink for HoglakeSink {
             &flush.ranges,
         );
         self.count_names(&prepared, &refused);
+        self.align(flush, &mut prepared)?;
+        let letters: Vec<&DeadLetter> = flush
+            .dead_letters
+            .iter()
+            .chain(&prepared.dead_letters)
+            .collect();
+        let letter_batches = match (&self.cfg.dead_letter_table, letters.is_empty()) {
+            (Some(_), false) => vec![super::dead_letters::batch(&flush.id, &letters).1],
+            _ => Vec::new(),
+        };
         let ranges: Vec<HogRange> = flush
             .ranges
             .iter()
@@ -225,34 +302,49 @@ impl Sink for HoglakeSink {
             .collect();
         let started = Instant::now();
         let publisher = self.publisher.as_mut().expect("opened above");
-        let result =
-            self.runtime
-                .block_on(publisher.publish(&flush.id, &prepared.batches, &ranges));
+        let result = self.runtime.block_on(publisher.publish_with_dead_letters(
+            &flush.id,
+            &prepared.batches,
+            &letter_batches,
+            &ranges,
+        ));
         self.count_orphans();
+        self.count_schema();
         let receipt = result.map_err(|e| Self::error(&self.cfg, &e))?;
-        let letters: Vec<&DeadLetter> = flush
-            .dead_letters
-            .iter()
-            .chain(&prepared.dead_letters)
-            .collect();
-        self.count_dead_letters(&flush.id, &letters);
         let (outcome, rows) = match receipt.outcome {
             // Replayed: this call's own lost-response send had landed; the
             // rows are this flush's and were never acknowledged before.
             Outcome::Published | Outcome::Replayed | Outcome::Empty => {
+                if receipt.outcome == Outcome::Replayed {
+                    self.metrics
+                        .hoglake_commit_replays
+                        .with_label_values(&["replayed"])
+                        .inc();
+                }
+                self.count_published(&receipt);
+                crate::sink::count_dead_letters(&self.metrics, &letters);
+                if self.cfg.dead_letter_table.is_none() && !letters.is_empty() {
+                    tracing::warn!(flush_id = %flush.id, count = letters.len(),
+                        "dead letters counted and discarded (HOGLAKE_DEAD_LETTER_TABLE=off)");
+                }
                 (AckOutcome::Written, receipt.rows)
             }
             Outcome::AlreadyPublished => {
                 self.metrics.flushes_already_recorded.inc();
+                self.metrics
+                    .hoglake_commit_replays
+                    .with_label_values(&["already_published"])
+                    .inc();
                 tracing::info!(flush_id = %flush.id, "flush already published to hoglake; acknowledging without writing");
                 (AckOutcome::AlreadyRecorded, 0)
             }
         };
-        tracing::debug!(flush_id = %flush.id, rows, files = receipt.files, attempts = receipt.attempts,
-            snapshot_id = ?receipt.snapshot_id, ms = started.elapsed().as_millis() as u64, "hoglake publish done");
+        tracing::debug!(flush_id = %flush.id, rows, files = receipt.files, dead_letters = receipt.dead_letters,
+            attempts = receipt.attempts, snapshot_id = ?receipt.snapshot_id,
+            ms = started.elapsed().as_millis() as u64, "hoglake publish done");
         Ok(Durable::new(Receipt {
             rows_written: rows,
-            dead_letters_written: 0,
+            dead_letters_written: receipt.dead_letters,
             outcome,
             table,
             snapshot_id: receipt.snapshot_id,
@@ -389,7 +481,13 @@ mod tests {
             batches: vec![batch],
             dead_letters: vec![],
         };
-        let mut p = prepare(&flush, &RESERVED_COLUMNS, UnsafeNames::DeadLetter).unwrap();
+        let mut p = prepare(
+            &flush,
+            &RESERVED_COLUMNS,
+            UnsafeNames::DeadLetter,
+            NameCase::Sensitive,
+        )
+        .unwrap();
         assert_eq!(p.reserved_names, vec!["_inserted_at".to_string()]);
         let refused = refused_names(&p);
         assert_eq!(refused, vec!["_HOG_x".to_string(), long.clone()]);

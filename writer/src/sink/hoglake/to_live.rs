@@ -1,0 +1,294 @@
+//! Bringing batch columns to the live hoglake column's type, value by value
+//! and exactly. A value that would change (an integer out of range, 1.5 into
+//! a long, "02134" into a long, text that is not a uuid) is NULL in the row
+//! and a `type_mismatch` dead letter with its record's coordinates.
+//!
+//! The live type wins in both directions for uuid and text (neither hoglake
+//! nor Iceberg promotes between them). Types `shared::exact` has rules for
+//! convert by those rules; any other pair is cast by Arrow and a value is
+//! kept only when casting it back gives the value sent.
+use std::sync::Arc;
+
+use arrow::array::{make_array, Array, ArrayRef, BooleanArray};
+use arrow::compute::{cast_with_options, nullif, CastOptions};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use millpond_hoglake::arrow_schema::arrow_schema;
+use millpond_hoglake::schema::{ColumnType, Table};
+use millpond_proto::{value_text, DeadLetter, OffsetRange};
+use millpond_shared::exact::{self, Target};
+use millpond_shared::metrics::dead_letter_reason;
+
+use crate::sink::prepare::{topic_of, Prepared};
+
+/// The exactness rule for a live hoglake type, when `shared::exact` has one.
+fn target(t: ColumnType) -> Option<Target> {
+    use ColumnType as T;
+    let int = |bits, signed| Some(Target::Int { bits, signed });
+    match t {
+        T::Int8 => int(8, true),
+        T::Int16 => int(16, true),
+        T::Int => int(32, true),
+        T::Long => int(64, true),
+        T::Uint8 => int(8, false),
+        T::Uint16 => int(16, false),
+        T::Uint32 => int(32, false),
+        T::Uint64 => int(64, false),
+        T::Float => Some(Target::Float32),
+        T::Double => Some(Target::Float64),
+        T::Boolean => Some(Target::Boolean),
+        T::String | T::Json => Some(Target::Text),
+        T::Uuid => Some(Target::Uuid),
+        T::Timestamptz => Some(Target::TimestampTz),
+        _ => None,
+    }
+}
+
+/// Rows of `source` (valid there) that do not survive `source -> to ->
+/// source` unchanged, and the converted array with those rows NULL.
+fn round_trip(source: &dyn Array, to: &DataType) -> (ArrayRef, Vec<usize>) {
+    let safe = CastOptions::default();
+    let Ok(there) = cast_with_options(source, to, &safe) else {
+        let all: Vec<usize> = (0..source.len()).filter(|&r| source.is_valid(r)).collect();
+        return (arrow::array::new_null_array(to, source.len()), all);
+    };
+    let back = cast_with_options(&there, source.data_type(), &safe).ok();
+    let failed: Vec<usize> = (0..source.len())
+        .filter(|&r| source.is_valid(r))
+        .filter(|&r| {
+            there.is_null(r)
+                || back
+                    .as_ref()
+                    .is_none_or(|b| b.slice(r, 1).to_data() != source.slice(r, 1).to_data())
+        })
+        .collect();
+    let mask: BooleanArray = (0..source.len())
+        .map(|r| Some(failed.binary_search(&r).is_ok()))
+        .collect();
+    let kept = nullif(&there, &mask).unwrap_or(there);
+    (make_array(kept.to_data()), failed)
+}
+
+/// Columns whose values changed type: (name, live type, values lost).
+pub type Converted = Vec<(String, ColumnType, usize)>;
+
+/// Rewrites every column of `p` whose Arrow type differs from its live
+/// column's file type; values that do not convert exactly become NULL and
+/// dead letters. Columns absent from `table` are left alone.
+pub fn to_live(
+    p: &mut Prepared,
+    table: &Table,
+    ranges: &[OffsetRange],
+) -> Result<Converted, String> {
+    let file_schema = arrow_schema(&table.columns).map_err(|e| e.to_string())?;
+    let mut out = Converted::new();
+    let mut fields: Vec<Field> = p
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let mut columns: Vec<Vec<ArrayRef>> = p.batches.iter().map(|b| b.columns().to_vec()).collect();
+    for (idx, field) in p.schema.fields().iter().enumerate() {
+        let name = field.name();
+        let Ok(live_field) = file_schema.field_with_name(name) else {
+            continue;
+        };
+        if field.data_type().equals_datatype(live_field.data_type()) {
+            continue;
+        }
+        let live = table
+            .columns
+            .iter()
+            .find(|c| &c.name == name)
+            .map(|c| c.column_type)
+            .ok_or_else(|| format!("column {name} is in the file schema but not the table"))?;
+        let mut lost = 0;
+        for (b, cols) in columns.iter_mut().enumerate() {
+            let source = cols[idx].clone();
+            let (array, failed) =
+                match target(live).and_then(|t| exact::convert(source.as_ref(), t)) {
+                    Some(c) => (c.array, c.failed),
+                    None => round_trip(source.as_ref(), live_field.data_type()),
+                };
+            let coords = p.coordinates.get(b).and_then(Option::as_ref);
+            for &row in &failed {
+                let at = coords.map(|c| c.get(row));
+                p.dead_letters.push(DeadLetter::value(
+                    topic_of(ranges, at),
+                    at,
+                    dead_letter_reason::TYPE_MISMATCH,
+                    name,
+                    live.name(),
+                    value_text(source.as_ref(), row),
+                ));
+            }
+            lost += failed.len();
+            cols[idx] = array;
+        }
+        if let Some(first) = columns.first() {
+            fields[idx] = Field::new(name, first[idx].data_type().clone(), true);
+        }
+        out.push((name.clone(), live, lost));
+    }
+    if out.is_empty() {
+        return Ok(out);
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let mut batches = Vec::with_capacity(columns.len());
+    for (cols, old) in columns.into_iter().zip(&p.batches) {
+        let options = RecordBatchOptions::new().with_row_count(Some(old.num_rows()));
+        batches.push(
+            RecordBatch::try_new_with_options(schema.clone(), cols, &options)
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    p.schema = schema;
+    p.batches = batches;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::prepare::{prepare, NameCase, UnsafeNames};
+    use crate::sink::Flush;
+    use arrow::array::{AsArray, Date32Array, FixedSizeBinaryArray, StringArray};
+    use arrow::datatypes::Int64Type;
+    use millpond_proto::FlushTrigger;
+
+    fn table(columns: &str) -> Table {
+        serde_json::from_str(&format!(
+            r#"{{"name": "t", "namespace": "n", "table_uuid": "u", "columns": {columns}}}"#
+        ))
+        .unwrap()
+    }
+
+    fn flush(columns: Vec<(&str, ArrayRef)>) -> Flush {
+        let batch = RecordBatch::try_from_iter(columns).unwrap();
+        Flush {
+            id: "f".into(),
+            trigger: FlushTrigger::Size,
+            ranges: vec![OffsetRange {
+                topic: "t".into(),
+                partition: 0,
+                first: 0,
+                last: batch.num_rows() as i64 - 1,
+            }],
+            schema: batch.schema(),
+            batches: vec![batch],
+            dead_letters: vec![],
+        }
+    }
+
+    fn run(f: &Flush, t: &Table) -> (Prepared, Converted) {
+        let mut p = prepare(f, &[], UnsafeNames::DeadLetter, NameCase::Sensitive).unwrap();
+        let c = to_live(&mut p, t, &f.ranges).unwrap();
+        (p, c)
+    }
+
+    #[test]
+    fn text_into_a_live_long_keeps_only_exact_integers() {
+        let f = flush(vec![(
+            "n",
+            Arc::new(StringArray::from(vec![
+                Some("5"),
+                Some("02134"),
+                Some("1.5"),
+                None,
+                Some("9223372036854775808"),
+            ])) as ArrayRef,
+        )]);
+        let t = table(r#"[{"name": "n", "type": "long", "field_id": 1, "ordinal": 0}]"#);
+        let (p, c) = run(&f, &t);
+        assert_eq!(c, vec![("n".to_string(), ColumnType::Long, 3)]);
+        let n = p.batches[0].column(0).as_primitive::<Int64Type>();
+        assert_eq!(
+            n.iter().collect::<Vec<_>>(),
+            [Some(5), None, None, None, None]
+        );
+        let originals: Vec<&[u8]> = p
+            .dead_letters
+            .iter()
+            .map(|d| d.original.as_slice())
+            .collect();
+        assert_eq!(originals, [&b"02134"[..], b"1.5", b"9223372036854775808"]);
+        assert!(p
+            .dead_letters
+            .iter()
+            .all(|d| d.reason == dead_letter_reason::TYPE_MISMATCH && d.live_type == "long"));
+    }
+
+    #[test]
+    fn uuid_and_text_follow_the_live_column_both_ways() {
+        let u = uuid::Uuid::parse_str("f79c3e09-677c-4bbd-a479-3f349cb785e7").unwrap();
+        let bytes = FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+            vec![Some(*u.as_bytes()), None].into_iter(),
+            16,
+        )
+        .unwrap();
+        let f = flush(vec![
+            ("as_text", Arc::new(bytes) as ArrayRef),
+            (
+                "as_uuid",
+                Arc::new(StringArray::from(vec![
+                    Some("F79C3E09-677C-4BBD-A479-3F349CB785E7"),
+                    Some("nope"),
+                ])) as ArrayRef,
+            ),
+        ]);
+        let t = table(
+            r#"[{"name": "as_text", "type": "string", "field_id": 1, "ordinal": 0},
+                {"name": "as_uuid", "type": "uuid", "field_id": 2, "ordinal": 1}]"#,
+        );
+        let (p, _) = run(&f, &t);
+        let text = p.batches[0].column(0).as_string::<i32>();
+        assert_eq!(text.value(0), "f79c3e09-677c-4bbd-a479-3f349cb785e7");
+        let uuids = p.batches[0].column(1).as_fixed_size_binary();
+        assert_eq!(uuids.value(0), u.as_bytes());
+        assert!(uuids.is_null(1));
+        assert_eq!(p.dead_letters.len(), 1);
+        assert_eq!(p.dead_letters[0].original, b"nope");
+    }
+
+    #[test]
+    fn other_types_keep_a_value_only_when_it_casts_back_unchanged() {
+        let f = flush(vec![(
+            "d",
+            Arc::new(StringArray::from(vec!["2026-03-01", "2026-3-1", "soon"])) as ArrayRef,
+        )]);
+        let t = table(r#"[{"name": "d", "type": "date", "field_id": 1, "ordinal": 0}]"#);
+        let (p, c) = run(&f, &t);
+        assert_eq!(c[0].2, 2);
+        let d = p.batches[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<Date32Array>()
+            .unwrap();
+        assert!(d.is_valid(0) && d.is_null(1) && d.is_null(2));
+        let originals: Vec<&[u8]> = p
+            .dead_letters
+            .iter()
+            .map(|d| d.original.as_slice())
+            .collect();
+        assert_eq!(originals, [&b"2026-3-1"[..], b"soon"]);
+    }
+
+    #[test]
+    fn matching_and_absent_columns_are_untouched() {
+        let f = flush(vec![
+            (
+                "n",
+                Arc::new(arrow::array::Int64Array::from(vec![1, 2])) as ArrayRef,
+            ),
+            (
+                "new",
+                Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
+            ),
+        ]);
+        let t = table(r#"[{"name": "n", "type": "long", "field_id": 1, "ordinal": 0}]"#);
+        let (p, c) = run(&f, &t);
+        assert!(c.is_empty() && p.dead_letters.is_empty());
+        assert_eq!(p.batches[0].num_columns(), 2);
+    }
+}
