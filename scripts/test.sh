@@ -62,6 +62,8 @@ step clippy cargo clippy --release --workspace --all-targets -- -D warnings
 if [ -f scripts/check-proto.sh ]; then
     step check-proto bash scripts/check-proto.sh
 fi
+# Before `build`: it leaves the hoglake-only writer binary in the target dir.
+step hoglake-writer bash scripts/check-hoglake-writer.sh
 # The end-to-end tests run the real binaries; cargo test alone does not
 # build another package's binaries.
 step build cargo build --release --workspace --bins

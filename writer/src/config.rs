@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
 
 use crate::flight::DEFAULT_MAX_MESSAGE_BYTES;
+#[cfg(feature = "ducklake")]
 use crate::sink::ducklake::config::DuckLakeConfig;
 use crate::sink::hoglake::config::HoglakeConfig;
 
@@ -13,6 +14,7 @@ pub use millpond_proto::DEFAULT_WRITER_ADDR;
 /// `hoglake`).
 #[derive(Debug, Clone)]
 pub enum Destination {
+    #[cfg(feature = "ducklake")]
     DuckLake(Box<DuckLakeConfig>),
     Hoglake(Box<HoglakeConfig>),
 }
@@ -21,6 +23,7 @@ impl Destination {
     /// `schema.table` / `namespace.table`, for logs.
     pub fn qualified_table(&self) -> String {
         match self {
+            #[cfg(feature = "ducklake")]
             Destination::DuckLake(c) => c.qualified_table(),
             Destination::Hoglake(c) => c.qualified_table(),
         }
@@ -28,6 +31,7 @@ impl Destination {
 
     pub fn name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "ducklake")]
             Destination::DuckLake(_) => "ducklake",
             Destination::Hoglake(_) => "hoglake",
         }
@@ -49,6 +53,21 @@ pub struct WriterConfig {
     /// After SIGTERM, the longest the writer keeps serving its ingest's
     /// final flush (MILLPOND_WRITER_SHUTDOWN_GRACE_S, default 60).
     pub shutdown_grace: std::time::Duration,
+}
+
+#[cfg(feature = "ducklake")]
+fn ducklake(r: &mut EnvReader<'_>) -> Option<Destination> {
+    DuckLakeConfig::parse(r).map(|c| Destination::DuckLake(Box::new(c)))
+}
+
+/// The hoglake writer image carries no DuckDB: refuse rather than guess.
+#[cfg(not(feature = "ducklake"))]
+fn ducklake(r: &mut EnvReader<'_>) -> Option<Destination> {
+    r.errors.push(
+        "MILLPOND_DESTINATION",
+        "this writer was built without DuckLake (the hoglake writer image); set MILLPOND_DESTINATION=hoglake or run the DuckLake writer image",
+    );
+    None
 }
 
 impl WriterConfig {
@@ -81,7 +100,7 @@ impl WriterConfig {
         let sink = if destination == "hoglake" {
             HoglakeConfig::parse(&mut r).map(|c| Destination::Hoglake(Box::new(c)))
         } else {
-            DuckLakeConfig::parse(&mut r).map(|c| Destination::DuckLake(Box::new(c)))
+            ducklake(&mut r)
         };
         let failpoint = r.optional("MILLPOND_FAILPOINT");
         let shutdown_grace = std::time::Duration::from_secs(r.parse_or(
@@ -106,6 +125,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "ducklake")]
     fn all_errors_reported_together() {
         let env = Env::from_pairs([
             ("MILLPOND_DESTINATION", "s3"),
@@ -125,6 +145,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "ducklake")]
     fn defaults_bind_loopback() {
         let env = Env::from_pairs([("DUCKLAKE_TABLE", "events")]);
         let cfg = WriterConfig::from_env(&env).unwrap();
@@ -155,5 +176,14 @@ mod tests {
             vars.contains(&"HOGLAKE_URL") && vars.contains(&"HOGLAKE_TABLE"),
             "{vars:?}"
         );
+    }
+
+    #[test]
+    #[cfg(not(feature = "ducklake"))]
+    fn the_hoglake_only_build_refuses_ducklake_by_name() {
+        let errs = WriterConfig::from_env(&Env::from_pairs([("DUCKLAKE_TABLE", "events")]))
+            .unwrap_err();
+        assert_eq!(errs.vars(), ["MILLPOND_DESTINATION"]);
+        assert!(errs.to_string().contains("built without DuckLake"), "{errs}");
     }
 }

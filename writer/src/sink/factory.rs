@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use millpond_shared::metrics::WriterMetrics;
 
+#[cfg(feature = "ducklake")]
 use super::ducklake::DuckLakeSink;
 use super::hoglake::HoglakeSink;
 use super::Sink;
@@ -18,6 +19,7 @@ pub async fn connect(
     pause_before_commit: Option<Duration>,
 ) -> anyhow::Result<Box<dyn Sink>> {
     match destination {
+        #[cfg(feature = "ducklake")]
         Destination::DuckLake(cfg) => {
             let cfg = (**cfg).clone();
             let sink = tokio::task::spawn_blocking(move || {

@@ -2,6 +2,7 @@
 //! returns a [`Durable`] receipt, which only a sink can construct, and only
 //! after its commit returned.
 pub mod dead_letters;
+#[cfg(feature = "ducklake")]
 pub mod ducklake;
 mod error;
 pub mod factory;
