@@ -2,6 +2,7 @@
 //! started by scripts/services.sh, and the real Millpond binaries run as
 //! child processes on 127.0.0.1.
 pub mod flight;
+pub mod hoglake;
 pub mod ingest;
 pub mod kafka;
 pub mod lake;

@@ -1,4 +1,5 @@
-//! A writer process pointed at a test lake.
+//! A writer process pointed at a test lake (DuckLake, or any sink's env).
+use std::path::Path;
 use std::time::Duration;
 
 use crate::lake::Lake;
@@ -15,21 +16,34 @@ impl Writer {
         Self::start_with(lake, &[])
     }
 
-    /// Starts a writer on free ports. A port taken by another process
-    /// between choosing it and binding it is retried with new ports.
     pub fn start_with(lake: &Lake, extra: &[(&str, &str)]) -> Writer {
+        Self::start_env(&lake.env, lake.dir.path(), extra)
+    }
+
+    /// Starts a writer with the sink settings `sink_env` (plus `extra`, which
+    /// wins), logging into `log_dir`, on free ports. A port taken by another
+    /// process between choosing it and binding it is retried with new ports.
+    pub fn start_env(
+        sink_env: &[(String, String)],
+        log_dir: &Path,
+        extra: &[(&str, &str)],
+    ) -> Writer {
         for _ in 0..3 {
-            if let Some(w) = Self::try_start(lake, extra) {
+            if let Some(w) = Self::try_start(sink_env, log_dir, extra) {
                 return w;
             }
         }
         panic!("the writer could not bind free ports three times");
     }
 
-    fn try_start(lake: &Lake, extra: &[(&str, &str)]) -> Option<Writer> {
+    fn try_start(
+        sink_env: &[(String, String)],
+        log_dir: &Path,
+        extra: &[(&str, &str)],
+    ) -> Option<Writer> {
         let port = free_port();
         let http_port = free_port();
-        let mut env = lake.env.clone();
+        let mut env = sink_env.to_vec();
         env.push(("MILLPOND_WRITER_ADDR".into(), format!("127.0.0.1:{port}")));
         env.push(("MILLPOND_WRITER_HTTP_PORT".into(), http_port.to_string()));
         env.push(("MILLPOND_HTTP_HOST".into(), "127.0.0.1".into()));
@@ -40,14 +54,20 @@ impl Writer {
             env.retain(|(ek, _)| ek != k);
             env.push((k.to_string(), v.to_string()));
         }
-        let mut proc = Proc::spawn("millpond-writer", &env, lake.dir.path());
+        // An `extra` MILLPOND_WRITER_ADDR (a restart on the same port) wins.
+        let addr = env
+            .iter()
+            .find(|(k, _)| k == "MILLPOND_WRITER_ADDR")
+            .map(|(_, v)| v.clone())
+            .expect("set above");
+        let mut proc = Proc::spawn("millpond-writer", &env, log_dir);
         let url = format!("http://127.0.0.1:{http_port}/readyz");
         let until = std::time::Instant::now() + Duration::from_secs(60);
         loop {
             if crate::scrape::get(&url).is_ok_and(|r| r.0 == 200) {
                 return Some(Writer {
                     proc,
-                    addr: format!("127.0.0.1:{port}"),
+                    addr,
                     http_port,
                 });
             }

@@ -20,18 +20,9 @@ use millpond_writer::sink::ducklake::DuckLakeSink;
 use millpond_writer::sink::{Flush, SharedSink, Sink};
 use prost::Message;
 
-const ROWS: u64 = 100_000;
+mod sample_flush;
 
-fn events() -> Vec<RecordBatch> {
-    let payloads: Vec<String> = (0..ROWS).map(millpond_ingest::sample::event).collect();
-    payloads
-        .chunks(10_000)
-        .map(|c| {
-            let refs: Vec<&[u8]> = c.iter().map(|s| s.as_bytes()).collect();
-            millpond_ingest::convert::convert(&refs).batch.unwrap()
-        })
-        .collect()
-}
+const ROWS: u64 = 100_000;
 
 fn sink(dir: &std::path::Path) -> DuckLakeSink {
     let env = Env::from_pairs(
@@ -54,7 +45,7 @@ fn sink(dir: &std::path::Path) -> DuckLakeSink {
 }
 
 fn bench(c: &mut Criterion) {
-    let batches = events();
+    let batches = sample_flush::batches(ROWS);
     let bytes: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
     let schema = batches[0].schema();
     let mut g = c.benchmark_group("flush_100k_posthog_events");

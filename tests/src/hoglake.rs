@@ -1,0 +1,210 @@
+//! A hoglake destination for tests: the project's emulator (a Python
+//! subprocess on a free port) as the catalog, a fresh prefix of the moto
+//! bucket from scripts/services.sh as its data path, the HOGLAKE_* settings
+//! of a writer publishing there, and the table read back (the catalog's file
+//! listing and request log, the parquet from S3).
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use arrow::record_batch::RecordBatch;
+use millpond_hoglake::catalog::{CatalogClient, DataFile};
+use millpond_hoglake::store::{DataStore, S3Config};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::required_env;
+
+pub const CATALOG: &str = "it";
+pub const NAMESPACE: &str = "analytics";
+pub const TABLE: &str = "events";
+
+/// The emulator process; killed on drop.
+pub struct Emulator {
+    child: Child,
+    /// `http://127.0.0.1:<port>` (HOGLAKE_URL).
+    pub root: String,
+}
+
+impl Emulator {
+    pub fn start() -> Self {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/hoglake-emulator/hoglake_emulator.py"
+        );
+        let python = std::env::var("MILLPOND_PYTHON").unwrap_or_else(|_| {
+            let venv = format!(
+                "{}/.cache/millpond/venv/bin/python",
+                std::env::var("HOME").unwrap_or_default()
+            );
+            if std::path::Path::new(&venv).exists() {
+                venv
+            } else {
+                "python3".into()
+            }
+        });
+        let mut child = Command::new(&python)
+            .args([script, "--host", "127.0.0.1", "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the hoglake emulator with {python}: {e}"));
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("emulator stdout");
+        let port: u16 = line
+            .trim()
+            .strip_prefix("LISTENING ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("emulator did not print LISTENING <port>: {line:?}"));
+        Self {
+            child,
+            root: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// Every `POST …/commit/prepared` received so far, oldest first, as the
+    /// emulator's request log shows it.
+    pub fn commits(&self) -> Vec<CommitRequest> {
+        let url = format!("{}/_emulator/requests?path=/commit/prepared$", self.root);
+        let (status, body) = crate::scrape::get(&url).expect("emulator reachable");
+        assert_eq!(status, 200, "{url}: {body}");
+        let log: serde_json::Value = serde_json::from_str(&body).expect("request log is JSON");
+        log.as_array()
+            .unwrap_or_else(|| panic!("request log is an array: {body}"))
+            .iter()
+            .map(CommitRequest::from_log)
+            .collect()
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One prepared commit the emulator received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitRequest {
+    /// HTTP status answered (None: the request was dropped by a fault).
+    pub status: Option<u16>,
+    pub idempotency_key: String,
+    /// Files registered by the payload, and their rows.
+    pub files: usize,
+    pub rows: u64,
+}
+
+impl CommitRequest {
+    fn from_log(entry: &serde_json::Value) -> Self {
+        let body = &entry["body"];
+        let files: Vec<&serde_json::Value> = body["appends"]
+            .as_array()
+            .unwrap_or_else(|| panic!("commit without appends: {entry}"))
+            .iter()
+            .flat_map(|a| a["files"].as_array().into_iter().flatten())
+            .collect();
+        CommitRequest {
+            status: entry["status"].as_u64().map(|s| s as u16),
+            idempotency_key: body["idempotency_key"]
+                .as_str()
+                .unwrap_or_else(|| panic!("commit without a key: {entry}"))
+                .to_owned(),
+            files: files.len(),
+            rows: files
+                .iter()
+                .map(|f| f["record_count"].as_u64().expect("record_count"))
+                .sum(),
+        }
+    }
+}
+
+/// The emulator plus a fresh data path in the moto bucket.
+pub struct Hoglake {
+    pub emulator: Emulator,
+    /// `s3://<bucket>/hoglake-e2e/<uuid>`: the catalog is created with it.
+    pub data_path: String,
+    pub s3: S3Config,
+    /// Logs of the processes a test runs against this destination.
+    pub dir: tempfile::TempDir,
+}
+
+impl Hoglake {
+    pub fn start() -> Hoglake {
+        let bucket = required_env("MILLPOND_TEST_S3_BUCKET");
+        Hoglake {
+            emulator: Emulator::start(),
+            data_path: format!("s3://{bucket}/hoglake-e2e/{}", uuid::Uuid::new_v4()),
+            s3: S3Config {
+                endpoint: Some(required_env("MILLPOND_TEST_S3_ENDPOINT")),
+                region: Some(required_env("MILLPOND_TEST_S3_REGION")),
+                access_key_id: Some(required_env("MILLPOND_TEST_S3_KEY_ID")),
+                secret_access_key: Some(required_env("MILLPOND_TEST_S3_SECRET")),
+            },
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// The settings of a writer publishing to this table
+    /// (MILLPOND_DESTINATION=hoglake).
+    pub fn writer_env(&self) -> Vec<(String, String)> {
+        let s3 = |v: &Option<String>| v.clone().expect("set in start()");
+        [
+            ("MILLPOND_DESTINATION", "hoglake".to_owned()),
+            ("HOGLAKE_URL", self.emulator.root.clone()),
+            ("HOGLAKE_CATALOG", CATALOG.to_owned()),
+            ("HOGLAKE_NAMESPACE", NAMESPACE.to_owned()),
+            ("HOGLAKE_TABLE", TABLE.to_owned()),
+            ("HOGLAKE_DATA_PATH", self.data_path.clone()),
+            ("HOGLAKE_S3_ENDPOINT", s3(&self.s3.endpoint)),
+            ("HOGLAKE_S3_REGION", s3(&self.s3.region)),
+            ("HOGLAKE_S3_ACCESS_KEY", s3(&self.s3.access_key_id)),
+            ("HOGLAKE_S3_SECRET_KEY", s3(&self.s3.secret_access_key)),
+            ("HOGLAKE_REQUEST_TIMEOUT_S", "10".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+
+    pub fn catalog(&self) -> CatalogClient {
+        CatalogClient::new(&self.emulator.root, CATALOG, Duration::from_secs(10)).unwrap()
+    }
+
+    /// The table's registered files at the latest snapshot.
+    pub async fn files(&self) -> Vec<DataFile> {
+        self.catalog()
+            .list_files(NAMESPACE, TABLE, None)
+            .await
+            .expect("files listing")
+    }
+
+    /// Record counts of the registered files, sorted.
+    pub async fn record_counts(&self) -> Vec<u64> {
+        let mut counts: Vec<u64> = self.files().await.iter().map(|f| f.record_count).collect();
+        counts.sort_unstable();
+        counts
+    }
+
+    /// A registered file's rows, fetched from S3 and decoded with the
+    /// parquet crate.
+    pub async fn read(&self, file: &DataFile) -> RecordBatch {
+        let store = DataStore::new(&self.data_path, &self.s3).unwrap();
+        let bytes = store
+            .get(&file.path)
+            .await
+            .unwrap_or_else(|e| panic!("registered file {} not in S3: {e}", file.path));
+        let batches: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap_or_else(|e| panic!("{} is not parquet: {e}", file.path))
+            .build()
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let schema = batches
+            .first()
+            .map(|b| b.schema())
+            .unwrap_or_else(|| panic!("{} holds no row group", file.path));
+        arrow::compute::concat_batches(&schema, &batches).unwrap()
+    }
+}

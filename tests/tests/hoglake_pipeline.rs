@@ -1,0 +1,196 @@
+//! Kafka -> ingest -> Flight -> writer -> hoglake with the real binaries:
+//! librdkafka's mock cluster (in this process), the hoglake emulator as the
+//! catalog and moto S3 for the data. The first writer kills itself between
+//! its first durable publish and the ack; its replacement (same port) must
+//! answer ingest's resend `AlreadyRecorded` without publishing it again.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::Int64Type;
+use millpond_tests::hoglake::{CommitRequest, Hoglake, TABLE};
+use millpond_tests::ingest::{eventually, Ingest, IngestOpts};
+use millpond_tests::kafka::{committed, produce, produce_events, watermarks};
+use millpond_tests::writer::Writer;
+use rdkafka::mocking::MockCluster;
+
+const TOPIC: &str = "events";
+/// Ingest's default group for a hoglake pod names the destination.
+const GROUP: &str = "millpond-hoglake-events-events";
+const PARTITIONS: i32 = 4;
+const N: u64 = 20_000;
+
+fn ingest_opts<'a>(bootstrap: &'a str, writer: &'a str) -> IngestOpts<'a> {
+    IngestOpts {
+        bootstrap,
+        topic: TOPIC,
+        table: TABLE,
+        writer_addr: writer,
+        replicas: 1,
+        ordinal: 0,
+        extra: vec![
+            ("MILLPOND_DESTINATION", "hoglake".into()),
+            ("HOGLAKE_TABLE", TABLE.into()),
+            // Several flushes per phase, so the kill lands on one of many.
+            ("FLUSH_SIZE", "262144".into()),
+        ],
+    }
+}
+
+/// Commits the catalog answered 200 (published), oldest first.
+fn published(commits: &[CommitRequest]) -> Vec<&CommitRequest> {
+    commits.iter().filter(|c| c.status == Some(200)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n_events_land_once_through_a_writer_killed_between_publish_and_ack() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(TOPIC, PARTITIONS, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    let lake = Hoglake::start();
+
+    produce_events(&bs, TOPIC, PARTITIONS, 0, N / 2);
+
+    let mut w1 = Writer::start_env(
+        &lake.writer_env(),
+        lake.dir.path(),
+        &[("MILLPOND_FAILPOINT", "kill_after_commit")],
+    );
+    let addr = w1.addr.clone();
+    let ingest = Ingest::start(&ingest_opts(&bs, &addr), lake.dir.path());
+
+    // The writer publishes the first flush, then dies before acking it.
+    let status = w1.proc.wait_exit(Duration::from_secs(30));
+    assert!(
+        !status.success(),
+        "the failpoint kills the writer: {status}"
+    );
+    assert!(
+        w1.proc.logs().contains("failpoint kill_after_commit"),
+        "{}",
+        w1.proc.logs()
+    );
+    let before_restart = lake.emulator.commits();
+    let first = published(&before_restart);
+    assert_eq!(
+        first.len(),
+        1,
+        "one durable publish before the kill: {before_restart:?}"
+    );
+    let first = first[0].clone();
+    assert!(first.rows > 0, "{first:?}");
+    assert_eq!(lake.files().await.len(), first.files);
+    assert_eq!(
+        committed(&bs, GROUP, TOPIC, PARTITIONS),
+        vec![None; PARTITIONS as usize],
+        "nothing committed in Kafka without an ack"
+    );
+
+    // Same address, no failpoint: ingest resends the flush it holds.
+    let w2 = Writer::start_env(
+        &lake.writer_env(),
+        lake.dir.path(),
+        &[("MILLPOND_WRITER_ADDR", &addr)],
+    );
+    // The other half, and records that are no rows: 4 tombstones and 4
+    // undecodable payloads (dead letters: hoglake counts and drops them).
+    // They come after the kill, so the second writer counts them all.
+    produce_events(&bs, TOPIC, PARTITIONS, N / 2, N / 2);
+    let others: Vec<(i32, Option<Vec<u8>>)> = (0..PARTITIONS)
+        .flat_map(|p| [(p, None), (p, Some(b"{not json".to_vec()))])
+        .collect();
+    produce(&bs, TOPIC, &others);
+    let highs: Vec<Option<i64>> = (0..PARTITIONS)
+        .map(|p| Some(watermarks(&bs, TOPIC, p).1))
+        .collect();
+    let produced = N + others.len() as u64;
+    assert_eq!(
+        highs.iter().flatten().sum::<i64>(),
+        produced as i64,
+        "every record reached the broker"
+    );
+    eventually(Duration::from_secs(40), "every offset committed", || {
+        committed(&bs, GROUP, TOPIC, PARTITIONS) == highs
+    });
+
+    // Conservation over both writers: the first one's publish died with
+    // its metrics, so its rows come from what it committed to the catalog.
+    let consumed = ingest.metric("millpond_records_consumed_total", &[]);
+    let tombstones = ingest.metric("millpond_tombstones_total", &[]);
+    let skipped = |r: &str| ingest.metric("millpond_records_skipped_total", &[("reason", r)]);
+    let filtered =
+        skipped("filter_excluded") + skipped("filter_field_missing") + skipped("filter_dropped");
+    let written = w2.metric("millpond_records_written_total", &[]);
+    let dead = w2.metric("millpond_dead_letters_total", &[]);
+    assert_eq!(consumed, produced as f64, "consumed once, never re-read");
+    assert_eq!((tombstones, dead, filtered), (4.0, 4.0, 0.0));
+    assert_eq!(written, (N - first.rows) as f64);
+    assert_eq!(
+        consumed,
+        written + first.rows as f64 + dead + tombstones + filtered,
+        "conservation"
+    );
+    assert_eq!(
+        w2.metric("millpond_flushes_already_recorded_total", &[]),
+        1.0
+    );
+    assert_eq!(
+        w2.metric(
+            "millpond_hoglake_orphaned_files_total",
+            &[("reason", "already_published")]
+        ),
+        first.files as f64,
+        "the resend's rebuilt upload is never registered"
+    );
+    ingest.stop();
+    w2.stop();
+
+    // The catalog: the resend was refused under the first publish's key and
+    // answered from its receipt; every other flush published once.
+    let commits = lake.emulator.commits();
+    let refused: Vec<&CommitRequest> = commits.iter().filter(|c| c.status == Some(422)).collect();
+    assert_eq!(refused.len(), 1, "{commits:?}");
+    assert_eq!(refused[0].idempotency_key, first.idempotency_key);
+    let published = published(&commits);
+    assert!(published.len() >= 3, "several flushes: {commits:?}");
+    assert_eq!(
+        commits.len(),
+        published.len() + 1,
+        "no other answer: {commits:?}"
+    );
+    let mut keys: Vec<&str> = published
+        .iter()
+        .map(|c| c.idempotency_key.as_str())
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), published.len(), "one publish per key");
+    assert_eq!(published.iter().map(|c| c.rows).sum::<u64>(), N);
+
+    // Every registered file, read back from S3: the ids are exactly 0..N.
+    let files = lake.files().await;
+    assert_eq!(
+        files.len(),
+        published.iter().map(|c| c.files).sum::<usize>()
+    );
+    let mut seen: BTreeMap<i64, u32> = BTreeMap::new();
+    for file in &files {
+        let batch = lake.read(file).await;
+        assert_eq!(batch.num_rows() as u64, file.record_count, "{}", file.path);
+        let seq = batch
+            .column_by_name("seq")
+            .unwrap_or_else(|| panic!("{} has no seq column", file.path))
+            .as_primitive::<Int64Type>();
+        assert_eq!(seq.null_count(), 0, "{}", file.path);
+        for id in seq.values() {
+            *seen.entry(*id).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).take(5).collect();
+    assert!(twice.is_empty(), "ids landed more than once: {twice:?}");
+    assert_eq!(
+        (seen.len() as u64, seen.keys().next(), seen.keys().last()),
+        (N, Some(&0), Some(&(N as i64 - 1))),
+        "every id 0..N landed"
+    );
+}
