@@ -86,7 +86,7 @@ pub enum CatalogError {
     Decode { what: String, message: String },
 
     /// The catalog does not exist and no data path was configured to create it.
-    #[error("hoglake catalog `{catalog}` does not exist; create it, or set HOGLAKE_DATA_PATH so millpond creates it on first write")]
+    #[error("hoglake catalog `{catalog}` does not exist; check HOGLAKE_CATALOG, or set HOGLAKE_DATA_PATH so millpond creates it on first write")]
     MissingCatalog { catalog: String },
 
     /// A setting the client cannot work with (bad URL).

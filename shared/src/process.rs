@@ -21,7 +21,7 @@ where
             return ExitCode::from(2);
         }
     };
-    crate::logging::init(common(&cfg));
+    let _logs = crate::logging::init(common(&cfg), name);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -91,31 +91,43 @@ pub struct CommitRequest {
     /// HTTP status answered (None: the request was dropped by a fault).
     pub status: Option<u16>,
     pub idempotency_key: String,
-    /// Files registered by the payload, and their rows.
+    /// Data files registered by the payload (the target table's), and
+    /// their rows.
     pub files: usize,
     pub rows: u64,
+    /// Rows appended to the dead-letter table in the same commit.
+    pub dead_letters: u64,
 }
 
 impl CommitRequest {
     fn from_log(entry: &serde_json::Value) -> Self {
         let body = &entry["body"];
-        let files: Vec<&serde_json::Value> = body["appends"]
+        let appends = body["appends"]
             .as_array()
-            .unwrap_or_else(|| panic!("commit without appends: {entry}"))
-            .iter()
-            .flat_map(|a| a["files"].as_array().into_iter().flatten())
-            .collect();
+            .unwrap_or_else(|| panic!("commit without appends: {entry}"));
+        let files_of = |data: bool| -> Vec<&serde_json::Value> {
+            appends
+                .iter()
+                .filter(|a| (a["table"] == TABLE) == data)
+                .flat_map(|a| a["files"].as_array().into_iter().flatten())
+                .collect()
+        };
+        let rows = |files: &[&serde_json::Value]| -> u64 {
+            files
+                .iter()
+                .map(|f| f["record_count"].as_u64().expect("record_count"))
+                .sum()
+        };
+        let files = files_of(true);
         CommitRequest {
+            dead_letters: rows(&files_of(false)),
             status: entry["status"].as_u64().map(|s| s as u16),
             idempotency_key: body["idempotency_key"]
                 .as_str()
                 .unwrap_or_else(|| panic!("commit without a key: {entry}"))
                 .to_owned(),
             files: files.len(),
-            rows: files
-                .iter()
-                .map(|f| f["record_count"].as_u64().expect("record_count"))
-                .sum(),
+            rows: rows(&files),
         }
     }
 }

@@ -166,6 +166,11 @@ async fn n_events_land_once_through_a_writer_killed_between_publish_and_ack() {
     keys.dedup();
     assert_eq!(keys.len(), published.len(), "one publish per key");
     assert_eq!(published.iter().map(|c| c.rows).sum::<u64>(), N);
+    assert_eq!(
+        published.iter().map(|c| c.dead_letters).sum::<u64>() as f64,
+        dead,
+        "every dead letter is committed to the dead-letter table, once"
+    );
 
     // Every registered file, read back from S3: the ids are exactly 0..N.
     let files = lake.files().await;

@@ -70,3 +70,94 @@ async fn hoglake_writer_publishes_flushes_once_and_acks_a_resend_already_recorde
 
     w.stop();
 }
+
+/// A column whose type changes between flushes is never rounded or nulled
+/// silently: the value that does not fit the live column is NULL in its row
+/// and a dead letter, committed in the same commit as the rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_type_keeps_exact_values_and_dead_letters_the_rest() {
+    use arrow::array::{ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch};
+    use arrow::datatypes::Int64Type;
+    use std::sync::Arc;
+
+    let lake = Hoglake::start();
+    let w = Writer::start_env(&lake.writer_env(), lake.dir.path(), &[]);
+    let mut c = client(&w.addr).await;
+    let batch = |n: ArrayRef| {
+        let ids = Int64Array::from_iter_values(0..n.len() as i64);
+        RecordBatch::try_from_iter(vec![("id", Arc::new(ids) as ArrayRef), ("n", n)]).unwrap()
+    };
+    let ints = batch(Arc::new(Int64Array::from(vec![1, 2])));
+    let ack = put(
+        &mut c,
+        &descriptor("f1", vec![r(0, 0, 1)], 2),
+        vec![with_coordinates(ints, 0, 0)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ack.rows_written, 2);
+
+    let floats = batch(Arc::new(Float64Array::from(vec![1.5, 3.0])));
+    let ack = put(
+        &mut c,
+        &descriptor("f2", vec![r(0, 2, 3)], 2),
+        vec![with_coordinates(floats, 0, 2)],
+    )
+    .await
+    .unwrap();
+    assert_eq!((ack.rows_written, ack.dead_letters_written), (2, 1));
+
+    let mut seen = Vec::new();
+    for f in lake.files().await {
+        let b = lake.read(&f).await;
+        seen.extend(
+            b.column_by_name("n")
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .iter(),
+        );
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        [None, Some(1), Some(2), Some(3)],
+        "1.5 must not land as 1"
+    );
+
+    let dl = lake
+        .catalog()
+        .list_files(NAMESPACE, &format!("{TABLE}_dead_letters"), None)
+        .await
+        .unwrap();
+    assert_eq!(dl.len(), 1);
+    let letters = lake.read(&dl[0]).await;
+    assert_eq!(letters.num_rows(), 1);
+    let text = |name: &str| {
+        let col = letters.column_by_name(name).unwrap();
+        match col.data_type() {
+            arrow::datatypes::DataType::Binary => {
+                String::from_utf8(col.as_binary::<i32>().value(0).to_vec()).unwrap()
+            }
+            _ => col.as_string::<i32>().value(0).to_string(),
+        }
+    };
+    assert_eq!(text("original"), "1.5");
+    assert_eq!(text("reason"), "type_mismatch");
+    assert_eq!(text("column_name"), "n");
+    assert_eq!(text("live_type"), "long");
+    let offset = letters
+        .column_by_name("kafka_offset")
+        .unwrap()
+        .as_primitive::<Int64Type>()
+        .value(0);
+    assert_eq!(offset, 2, "the dead letter names its record");
+    assert_eq!(
+        w.metric(
+            "millpond_dead_letter_values_total",
+            &[("reason", "type_mismatch")]
+        ),
+        1.0
+    );
+    assert!(w.metric("millpond_hoglake_files_written_total", &[]) >= 3.0);
+    w.stop();
+}

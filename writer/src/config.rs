@@ -181,9 +181,12 @@ mod tests {
     #[test]
     #[cfg(not(feature = "ducklake"))]
     fn the_hoglake_only_build_refuses_ducklake_by_name() {
-        let errs = WriterConfig::from_env(&Env::from_pairs([("DUCKLAKE_TABLE", "events")]))
-            .unwrap_err();
+        let errs =
+            WriterConfig::from_env(&Env::from_pairs([("DUCKLAKE_TABLE", "events")])).unwrap_err();
         assert_eq!(errs.vars(), ["MILLPOND_DESTINATION"]);
-        assert!(errs.to_string().contains("built without DuckLake"), "{errs}");
+        assert!(
+            errs.to_string().contains("built without DuckLake"),
+            "{errs}"
+        );
     }
 }

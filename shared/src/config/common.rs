@@ -17,6 +17,8 @@ pub struct CommonConfig {
     pub broker_source: String,
     pub http_port: u16,
     pub http_host: String,
+    /// POSTHOG_PROJECT_TOKEN and friends: OTLP log export, when set.
+    pub log_export: Option<crate::logging::LogExport>,
 }
 
 impl CommonConfig {
@@ -52,6 +54,7 @@ impl CommonConfig {
             broker_source: r.string_or("BROKER_SOURCE", ""),
             http_port: r.u16_port(port_var, default_port),
             http_host: r.string_or("MILLPOND_HTTP_HOST", "0.0.0.0"),
+            log_export: crate::logging::LogExport::parse(r),
         }
     }
 }

@@ -279,7 +279,6 @@ impl Sink for HoglakeSink {
             dead_letter_reason::RESERVED_FIELD_NAME,
             &flush.ranges,
         );
-        self.count_names(&prepared, &refused);
         self.align(flush, &mut prepared)?;
         let letters: Vec<&DeadLetter> = flush
             .dead_letters
@@ -321,7 +320,10 @@ impl Sink for HoglakeSink {
                         .with_label_values(&["replayed"])
                         .inc();
                 }
+                // Counted once, when published: a resend or a failed
+                // attempt counts nothing.
                 self.count_published(&receipt);
+                self.count_names(&prepared, &refused);
                 crate::sink::count_dead_letters(&self.metrics, &letters);
                 if self.cfg.dead_letter_table.is_none() && !letters.is_empty() {
                     tracing::warn!(flush_id = %flush.id, count = letters.len(),
