@@ -55,14 +55,26 @@ pub enum UnsafeNames {
     /// It becomes a column under its exact name, quoted in every statement;
     /// only empty names and names with control characters are refused.
     Quote,
+    /// As `DeadLetter`, and the names hoglake refuses are unsafe too: the
+    /// `_hog` prefix (any case) and names over 128 characters.
+    Hoglake,
 }
 
 impl UnsafeNames {
     fn allows(self, name: &str) -> bool {
-        is_safe_identifier(name)
-            || (self == UnsafeNames::Quote
-                && !name.is_empty()
-                && !name.chars().any(char::is_control))
+        use crate::sink::hoglake::{MAX_NAME_CHARS, RESERVED_PREFIX};
+        match self {
+            UnsafeNames::DeadLetter => is_safe_identifier(name),
+            UnsafeNames::Quote => {
+                is_safe_identifier(name)
+                    || (!name.is_empty() && !name.chars().any(char::is_control))
+            }
+            UnsafeNames::Hoglake => {
+                is_safe_identifier(name)
+                    && !name.to_ascii_lowercase().starts_with(RESERVED_PREFIX)
+                    && name.chars().count() <= MAX_NAME_CHARS
+            }
+        }
     }
 }
 

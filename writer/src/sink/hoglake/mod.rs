@@ -49,21 +49,6 @@ pub const LADDER: Ladder = Ladder {
     jitter: 0.25,
 };
 
-/// Payload columns hoglake refuses beyond the exact reserved names: the
-/// `_hog` prefix (any case) and names over [`MAX_NAME_CHARS`] characters.
-pub fn refused_names(p: &Prepared) -> Vec<String> {
-    p.schema
-        .fields()
-        .iter()
-        .map(|f| f.name())
-        .filter(|n| {
-            n.to_ascii_lowercase().starts_with(RESERVED_PREFIX)
-                || n.chars().count() > MAX_NAME_CHARS
-        })
-        .cloned()
-        .collect()
-}
-
 /// The sink kind a publish failure maps to. `Exhausted` carries the class
 /// of its last error, so a spent budget ends the writer's (one-attempt)
 /// ladder as exhausted rather than being retried again as "permanent".
@@ -176,9 +161,9 @@ impl HoglakeSink {
         }
     }
 
-    fn count_names(&self, p: &Prepared, refused: &[String]) {
+    fn count_names(&self, p: &Prepared) {
         for name in &p.unsafe_names {
-            tracing::warn!(column = %name, "payload key is not a safe identifier; its values are dead letters");
+            tracing::warn!(column = %name, "payload key is not a safe identifier, starts with _hog or is longer than 128 characters; its values are dead letters (unsafe_field_name)");
         }
         if p.rows_with_unsafe > 0 {
             self.metrics
@@ -186,8 +171,8 @@ impl HoglakeSink {
                 .with_label_values(&[skip_reason::UNSAFE_FIELD_NAME])
                 .inc_by(p.rows_with_unsafe);
         }
-        for name in p.reserved_names.iter().chain(refused) {
-            tracing::error!(column = %name, "payload key is reserved by hoglake (_inserted_at, _hog*, or longer than 128 characters); its values are dead letters; rename it upstream");
+        for name in &p.reserved_names {
+            tracing::error!(column = %name, "payload key is written by millpond itself (_inserted_at, _millpond_*); its values are dead letters; rename it upstream");
             self.metrics
                 .errors
                 .with_label_values(&[error_type::SCHEMA])
@@ -270,15 +255,9 @@ impl Sink for HoglakeSink {
         let mut prepared = prepare(
             flush,
             &RESERVED_COLUMNS,
-            UnsafeNames::DeadLetter,
+            UnsafeNames::Hoglake,
             NameCase::Sensitive,
         )?;
-        let refused = refused_names(&prepared);
-        prepared.refuse(
-            &refused,
-            dead_letter_reason::RESERVED_FIELD_NAME,
-            &flush.ranges,
-        );
         self.align(flush, &mut prepared)?;
         let letters: Vec<&DeadLetter> = flush
             .dead_letters
@@ -323,7 +302,7 @@ impl Sink for HoglakeSink {
                 // Counted once, when published: a resend or a failed
                 // attempt counts nothing.
                 self.count_published(&receipt);
-                self.count_names(&prepared, &refused);
+                self.count_names(&prepared);
                 crate::sink::count_dead_letters(&self.metrics, &letters);
                 if self.cfg.dead_letter_table.is_none() && !letters.is_empty() {
                     tracing::warn!(flush_id = %flush.id, count = letters.len(),
@@ -483,21 +462,15 @@ mod tests {
             batches: vec![batch],
             dead_letters: vec![],
         };
-        let mut p = prepare(
+        let p = prepare(
             &flush,
             &RESERVED_COLUMNS,
-            UnsafeNames::DeadLetter,
+            UnsafeNames::Hoglake,
             NameCase::Sensitive,
         )
         .unwrap();
         assert_eq!(p.reserved_names, vec!["_inserted_at".to_string()]);
-        let refused = refused_names(&p);
-        assert_eq!(refused, vec!["_HOG_x".to_string(), long.clone()]);
-        p.refuse(
-            &refused,
-            dead_letter_reason::RESERVED_FIELD_NAME,
-            &flush.ranges,
-        );
+        assert_eq!(p.unsafe_names, vec!["_HOG_x".to_string(), long.clone()]);
         let kept: Vec<&str> = p
             .schema
             .fields()
@@ -505,7 +478,17 @@ mod tests {
             .map(|f| f.name().as_str())
             .collect();
         assert_eq!(kept, vec!["id", ok128.as_str()]);
-        // Two values each of three refused columns.
+        // Two values each of three refused columns; both rows lost a value
+        // to an unsafe name (records_skipped{unsafe_field_name}).
         assert_eq!(p.dead_letters.len(), 6);
+        assert_eq!(p.rows_with_unsafe, 2);
+        let reasons: Vec<&str> = p.dead_letters.iter().map(|d| d.reason.as_str()).collect();
+        assert_eq!(
+            reasons
+                .iter()
+                .filter(|r| **r == dead_letter_reason::UNSAFE_FIELD_NAME)
+                .count(),
+            4
+        );
     }
 }
