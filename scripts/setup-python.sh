@@ -13,8 +13,8 @@ want=$(sha256sum "$req" | cut -d' ' -f1)
 if [ ! -x "$MILLPOND_VENV/bin/python" ]; then
     python=${MILLPOND_BASE_PYTHON:-python3}
     command -v "$python" >/dev/null || millpond_die "$python not found (set MILLPOND_BASE_PYTHON)"
-    "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)' \
-        || millpond_die "$python is older than 3.9"
+    "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
+        || millpond_die "$python is older than 3.10 (helm-python-sdk needs 3.10)"
     mkdir -p "$(dirname "$MILLPOND_VENV")"
     "$python" -m venv "$MILLPOND_VENV" || millpond_die "python3 -m venv failed (Debian: apt-get install python3-venv)"
 fi
@@ -33,7 +33,8 @@ if ! "$MILLPOND_VENV/bin/python" -m pip install -q --upgrade pip >"$log" 2>&1 \
     millpond_die "pip install -r $req failed"
 fi
 "$MILLPOND_VENV/bin/python" - "$MILLPOND_DUCKDB_VERSION" <<'PY' || millpond_die "venv check failed"
-import sys, duckdb, pyarrow, boto3, moto, confluent_kafka, pyhoglake  # noqa: F401
+import sys, duckdb, pyarrow, boto3, moto, confluent_kafka, pyhoglake, helm_python, kubernetes_validate  # noqa: F401
+helm_python.helm_sdk_version()  # loads libhelm_c.so
 if duckdb.__version__ != sys.argv[1]:
     sys.exit(f"python duckdb is {duckdb.__version__}, want {sys.argv[1]}")
 PY

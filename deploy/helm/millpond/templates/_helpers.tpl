@@ -1,0 +1,157 @@
+{{/*
+The name prefix: fullnameOverride, else the release name when it already
+says millpond, else "<release>-millpond".
+*/}}
+{{- define "millpond.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride -}}
+{{- else if contains "millpond" .Release.Name -}}
+{{- .Release.Name -}}
+{{- else -}}
+{{- printf "%s-millpond" .Release.Name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A pipeline's StatefulSet, Service and PDB name. Context: {root, pipe}. */}}
+{{- define "millpond.pipelineName" -}}
+{{- printf "%s-%s" (include "millpond.fullname" .root) .pipe.name -}}
+{{- end -}}
+
+{{- define "millpond.serviceAccountName" -}}
+{{- if .pipe.serviceAccountName -}}
+{{- .pipe.serviceAccountName -}}
+{{- else if .root.Values.serviceAccount.name -}}
+{{- .root.Values.serviceAccount.name -}}
+{{- else if .root.Values.serviceAccount.create -}}
+{{- include "millpond.fullname" .root -}}
+{{- else -}}
+default
+{{- end -}}
+{{- end -}}
+
+{{/* Labels that select a pipeline's pods (immutable on a StatefulSet). */}}
+{{- define "millpond.selectorLabels" -}}
+app.kubernetes.io/name: millpond
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+millpond/pipeline: {{ .pipe.name }}
+{{- end -}}
+
+{{- define "millpond.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{ include "millpond.selectorLabels" . }}
+millpond/destination: {{ .pipe.destination }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end -}}
+
+{{/* A values scalar as env text: YAML integers arrive as floats. */}}
+{{- define "millpond.scalar" -}}
+{{- if and (kindIs "float64" .) (eq (float64 (int64 .)) .) -}}
+{{- int64 . -}}
+{{- else -}}
+{{- . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Variables the chart sets itself; no env map may set them. */}}
+{{- define "millpond.reservedEnv" -}}
+REPLICA_COUNT POD_NAME KAFKA_TOPIC KAFKA_BOOTSTRAP_SERVERS MILLPOND_DESTINATION DUCKLAKE_TABLE HOGLAKE_TABLE FLUSH_SIZE MILLPOND_WRITER_ADDR MILLPOND_HTTP_PORT MILLPOND_WRITER_HTTP_PORT MILLPOND_HTTP_HOST MILLPOND_WRITER_SHUTDOWN_GRACE_S
+{{- end -}}
+
+{{/* Names that hold a credential: a word SECRET, PASSWORD, PASSWD, TOKEN,
+KEY or CREDENTIAL(S), unless the name ends in _LOCATION, _FILE or _PATH
+(those name a file). tests/python/check_helm_chart.py applies the same rule. */}}
+{{- define "millpond.secretNamePattern" -}}
+(^|_)(SECRET|PASSWORD|PASSWD|TOKEN|KEY|CREDENTIALS?)(_|$)
+{{- end -}}
+
+{{/*
+Merges env maps (later wins; a null value removes the variable) and renders
+them as a container env list. Context: {maps: [map...], where: "text"}.
+*/}}
+{{- define "millpond.envList" -}}
+{{- $merged := dict -}}
+{{- range $m := .maps -}}
+{{- range $k, $v := ($m | default dict) -}}
+{{- $_ := set $merged $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- $reserved := splitList " " (include "millpond.reservedEnv" .) -}}
+{{- range $name, $v := $merged -}}
+{{- if kindIs "invalid" $v -}}{{- continue -}}{{- end -}}
+{{- if has $name $reserved -}}
+{{- fail (printf "%s: %s is set by the chart; remove it from the env maps" $.where $name) -}}
+{{- end -}}
+{{- if has $name (list "AWS_ACCESS_KEY_ID" "AWS_SECRET_ACCESS_KEY" "AWS_SESSION_TOKEN") -}}
+{{- fail (printf "%s: %s would take precedence over the pod's IRSA role; use DUCKDB_S3_* or HOGLAKE_S3_* keys" $.where $name) -}}
+{{- end }}
+- name: {{ $name }}
+{{- if kindIs "map" $v }}
+  valueFrom:
+    {{- toYaml $v | nindent 4 }}
+{{- else }}
+{{- if and (regexMatch (include "millpond.secretNamePattern" $) $name) (not (regexMatch "_(LOCATION|FILE|PATH)$" $name)) }}
+{{- fail (printf "%s: %s holds a credential; give it as {secretKeyRef: {name: ..., key: ...}}, not a value" $.where $name) }}
+{{- end }}
+  value: {{ include "millpond.scalar" $v | quote }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/* Memory for one container: explicit, or 2 x flushSize + base (MiB). */}}
+{{- define "millpond.memory" -}}
+{{- if .explicit -}}
+{{- .explicit -}}
+{{- else -}}
+{{- printf "%dMi" (add (div (add (mul 2 .flush) 1048575) 1048576) .baseMi) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Checks one pipeline entry; renders nothing. Context: {root, pipe}. */}}
+{{- define "millpond.validate" -}}
+{{- $p := .pipe -}}
+{{- if not $p.name -}}{{- fail "pipelines: every entry needs a name" -}}{{- end -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $p.name) -}}
+{{- fail (printf "pipelines: name %q must be lowercase letters, digits and '-'" $p.name) -}}
+{{- end -}}
+{{- $sts := include "millpond.pipelineName" . -}}
+{{- if gt (len $sts) 52 -}}
+{{- fail (printf "pipelines[%s]: StatefulSet name %q is over 52 characters (pod labels add a hash)" $p.name $sts) -}}
+{{- end -}}
+{{- range $k := list "topic" "table" "destination" -}}
+{{- if not (index $p $k) -}}{{- fail (printf "pipelines[%s]: %s is required" $p.name $k) -}}{{- end -}}
+{{- end -}}
+{{- if not (has $p.destination (list "ducklake" "hoglake")) -}}
+{{- fail (printf "pipelines[%s]: destination must be ducklake or hoglake (got %q)" $p.name $p.destination) -}}
+{{- end -}}
+{{- if not (hasKey $p "replicas") -}}{{- fail (printf "pipelines[%s]: replicas is required" $p.name) -}}{{- end -}}
+{{- if or (lt (int64 $p.replicas) 0) (ne (float64 (int64 $p.replicas)) (float64 $p.replicas)) -}}
+{{- fail (printf "pipelines[%s]: replicas must be a whole number, 0 or more" $p.name) -}}
+{{- end -}}
+{{- if not (default .root.Values.kafka.bootstrapServers $p.bootstrapServers) -}}
+{{- fail (printf "pipelines[%s]: set kafka.bootstrapServers or the pipeline's bootstrapServers" $p.name) -}}
+{{- end -}}
+{{- $other := ternary "hoglake" "ducklake" (eq $p.destination "ducklake") -}}
+{{- if hasKey $p $other -}}
+{{- fail (printf "pipelines[%s]: destination is %s but the entry has a %s group" $p.name $p.destination $other) -}}
+{{- end -}}
+{{- $group := merge (dict) (index $p $p.destination | default dict) (index .root.Values $p.destination).env -}}
+{{- if and (eq $p.destination "ducklake") (not $group.DUCKLAKE_RDS_HOST) -}}
+{{- fail (printf "pipelines[%s]: DuckLake needs DUCKLAKE_RDS_HOST (ducklake.env or the pipeline's ducklake group): the embedded catalog would live in one container" $p.name) -}}
+{{- end -}}
+{{- if and (eq $p.destination "hoglake") (not $group.HOGLAKE_URL) -}}
+{{- fail (printf "pipelines[%s]: hoglake needs HOGLAKE_URL (hoglake.env or the pipeline's hoglake group)" $p.name) -}}
+{{- end -}}
+{{- $grace := int64 .root.Values.shutdown.writerGraceSeconds -}}
+{{- if le (int64 .root.Values.shutdown.terminationGracePeriodSeconds) $grace -}}
+{{- fail (printf "shutdown.terminationGracePeriodSeconds must exceed shutdown.writerGraceSeconds (%d)" $grace) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* An httpGet probe. Context: {path, port, spec}. */}}
+{{- define "millpond.probe" -}}
+httpGet:
+  path: {{ .path }}
+  port: {{ .port }}
+{{- toYaml .spec | nindent 0 }}
+{{- end -}}

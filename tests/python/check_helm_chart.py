@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""Check the Helm chart deploy/helm/millpond by rendering it with real Helm.
+
+Helm runs through helm-python-sdk (libhelm_c.so, Helm's Go SDK behind a C
+ABI; scripts/helm_template.py). The chart is linted, rendered with
+tests/helm/values-multi.yaml (several pipelines, both destinations), and
+every rendered object is validated offline against the Kubernetes schemas
+(kubernetes-validate, strict). The checks on the rendered objects then each
+run once more against a deliberately broken copy and must fail there, so
+none of them can pass vacuously.
+
+Exit 0 when every check passes; prints "N passed, M failed" last.
+
+    python tests/python/check_helm_chart.py
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import helm_template as ht  # noqa: E402
+
+VALUES = ROOT / "tests" / "helm" / "values-multi.yaml"
+RELEASE, NAMESPACE = "millpond", "lake"
+KUBERNETES_VERSIONS = ["1.30.0", "1.37.0"]
+# The chart's rule (templates/_helpers.tpl, millpond.secretNamePattern).
+SECRET_NAME = re.compile(r"(^|_)(SECRET|PASSWORD|PASSWD|TOKEN|KEY|CREDENTIALS?)(_|$)")
+FILE_NAME = re.compile(r"_(LOCATION|FILE|PATH)$")
+LAKE_CREDENTIALS = re.compile(r"^(DUCKLAKE_RDS_PASSWORD|DUCKDB_S3_|HOGLAKE_S3_(ACCESS|SECRET)_KEY)")
+SEND_DEADLINE_S = 420  # ingest's MILLPOND_WRITER_SEND_DEADLINE_S default
+Docs = list[dict[str, Any]]
+
+
+def kind(docs: Docs, k: str) -> Docs:
+    return [d for d in docs if d["kind"] == k]
+
+
+def containers(sts: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in sts["spec"]["template"]["spec"]["containers"]}
+
+
+def env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def env_value(container: dict[str, Any], name: str) -> str | None:
+    return env(container).get(name, {}).get("value")
+
+
+def mebibytes(quantity: str) -> int:
+    units = {"Mi": 1, "Gi": 1024}
+    return int(quantity[:-2]) * units[quantity[-2:]]
+
+
+def pipeline_sts(docs: Docs, values: dict[str, Any]):
+    by_name = {d["metadata"]["name"]: d for d in kind(docs, "StatefulSet")}
+    for p in values["pipelines"]:
+        yield p, by_name.get(f"{RELEASE}-{p['name']}")
+
+
+# Checks on the rendered objects: each returns its problems (empty = pass).
+
+
+def one_statefulset_per_pipeline(docs: Docs, values: dict[str, Any]) -> list[str]:
+    want = sorted(f"{RELEASE}-{p['name']}" for p in values["pipelines"])
+    problems = []
+    for k in ("StatefulSet", "Service", "PodDisruptionBudget"):
+        got = sorted(d["metadata"]["name"] for d in kind(docs, k))
+        if got != want:
+            problems.append(f"{k}s {got}, want {want}")
+    services = {d["metadata"]["name"]: d for d in kind(docs, "Service")}
+    for sts in kind(docs, "StatefulSet"):
+        name, spec = sts["metadata"]["name"], sts["spec"]
+        labels = spec["template"]["metadata"]["labels"]
+        if any(labels.get(k) != v for k, v in spec["selector"]["matchLabels"].items()):
+            problems.append(f"{name}: selector does not match the pod labels")
+        svc = services.get(spec["serviceName"], {}).get("spec", {})
+        if svc.get("clusterIP") != "None" or svc.get("selector") != spec["selector"]["matchLabels"]:
+            problems.append(f"{name}: serviceName is not a headless Service selecting its pods")
+    return problems
+
+
+def two_containers_per_pod(docs: Docs, values: dict[str, Any]) -> list[str]:
+    return [
+        f"{s['metadata']['name']}: containers {list(containers(s))}"
+        for s in kind(docs, "StatefulSet")
+        if list(containers(s)) != ["ingest", "writer"]
+    ]
+
+
+def replica_count_is_replicas(docs: Docs, values: dict[str, Any]) -> list[str]:
+    problems = []
+    for p, sts in pipeline_sts(docs, values):
+        if sts is None:
+            problems.append(f"{p['name']}: no StatefulSet")
+            continue
+        rc = env_value(containers(sts)["ingest"], "REPLICA_COUNT")
+        if not (rc == str(p["replicas"]) == str(sts["spec"]["replicas"])):
+            problems.append(f"{p['name']}: REPLICA_COUNT {rc}, replicas {sts['spec']['replicas']}, values {p['replicas']}")
+    return problems
+
+
+def pod_name_from_downward_api(docs: Docs, values: dict[str, Any]) -> list[str]:
+    problems = []
+    for sts in kind(docs, "StatefulSet"):
+        for c in containers(sts).values():
+            ref = env(c).get("POD_NAME", {}).get("valueFrom", {}).get("fieldRef", {})
+            if ref.get("fieldPath") != "metadata.name":
+                problems.append(f"{sts['metadata']['name']}/{c['name']}: POD_NAME is not the pod's name")
+    return problems
+
+
+def writer_on_loopback(docs: Docs, values: dict[str, Any]) -> list[str]:
+    problems = []
+    for sts in kind(docs, "StatefulSet"):
+        name, cs = sts["metadata"]["name"], containers(sts)
+        listen = env_value(cs["writer"], "MILLPOND_WRITER_ADDR") or ""
+        if not listen.startswith("127.0.0.1:"):
+            problems.append(f"{name}: writer listens on {listen!r}")
+        if env_value(cs["ingest"], "MILLPOND_WRITER_ADDR") != listen:
+            problems.append(f"{name}: ingest sends to {env_value(cs['ingest'], 'MILLPOND_WRITER_ADDR')!r}, writer on {listen!r}")
+        flight = int(listen.rpartition(":")[2] or 0)
+        if any(p["containerPort"] == flight for c in cs.values() for p in c.get("ports", [])):
+            problems.append(f"{name}: the Flight port is declared as a container port")
+    return problems
+
+
+def destination_wiring(docs: Docs, values: dict[str, Any]) -> list[str]:
+    problems = []
+    for p, sts in pipeline_sts(docs, values):
+        if sts is None:
+            continue
+        cs, dest = containers(sts), p["destination"]
+        table_var = "DUCKLAKE_TABLE" if dest == "ducklake" else "HOGLAKE_TABLE"
+        repo = values["images"]["writer"][dest]["repository"]
+        if not cs["writer"]["image"].startswith(repo + ":"):
+            problems.append(f"{p['name']}: writer image {cs['writer']['image']}, want {repo}")
+        for c in cs.values():
+            if env_value(c, "MILLPOND_DESTINATION") != dest or env_value(c, table_var) != p["table"]:
+                problems.append(f"{p['name']}/{c['name']}: destination or {table_var} differs from values")
+        if env_value(cs["ingest"], "KAFKA_TOPIC") != p["topic"]:
+            problems.append(f"{p['name']}: KAFKA_TOPIC differs from values")
+    return problems
+
+
+def probes(docs: Docs, values: dict[str, Any]) -> list[str]:
+    want = {
+        "ingest": {"startupProbe": "/healthz", "livenessProbe": "/healthz", "readinessProbe": "/readyz"},
+        "writer": {"startupProbe": "/healthz", "livenessProbe": "/healthz", "readinessProbe": "/readyz"},
+    }
+    port_env = {"ingest": "MILLPOND_HTTP_PORT", "writer": "MILLPOND_WRITER_HTTP_PORT"}
+    problems = []
+    for sts in kind(docs, "StatefulSet"):
+        for cname, c in containers(sts).items():
+            where = f"{sts['metadata']['name']}/{cname}"
+            ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+            for probe, path in want.get(cname, {}).items():
+                get = c.get(probe, {}).get("httpGet", {})
+                port = ports.get(get.get("port"), get.get("port"))
+                if get.get("path") != path or str(port) != env_value(c, port_env[cname]):
+                    problems.append(f"{where}: {probe} is not {path} on the {port_env[cname]} port")
+        start = containers(sts)["ingest"].get("startupProbe", {})
+        deadline = int(env_value(containers(sts)["ingest"], "MILLPOND_WRITER_SEND_DEADLINE_S") or SEND_DEADLINE_S)
+        budget = start.get("periodSeconds", 10) * start.get("failureThreshold", 3)
+        if budget < deadline + 90:
+            problems.append(f"{sts['metadata']['name']}: ingest startup budget {budget}s < send deadline {deadline}s + 90s")
+    return problems
+
+
+def termination_grace(docs: Docs, values: dict[str, Any]) -> list[str]:
+    problems = []
+    for sts in kind(docs, "StatefulSet"):
+        pod = sts["spec"]["template"]["spec"]
+        grace = int(env_value(containers(sts)["writer"], "MILLPOND_WRITER_SHUTDOWN_GRACE_S") or 60)
+        if pod.get("terminationGracePeriodSeconds", 30) <= grace:
+            problems.append(f"{sts['metadata']['name']}: terminationGracePeriodSeconds {pod.get('terminationGracePeriodSeconds')} <= writer grace {grace}")
+    return problems
+
+
+def no_inline_secrets(docs: Docs, values: dict[str, Any]) -> list[str]:
+    problems = []
+    for sts in kind(docs, "StatefulSet"):
+        for c in containers(sts).values():
+            for name, e in env(c).items():
+                where = f"{sts['metadata']['name']}/{c['name']} {name}"
+                if name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+                    problems.append(f"{where}: AWS_* keys shadow the IRSA role")
+                if SECRET_NAME.search(name) and not FILE_NAME.search(name):
+                    if "value" in e or "secretKeyRef" not in e.get("valueFrom", {}):
+                        problems.append(f"{where}: a credential not from a secretKeyRef")
+    return problems
+
+
+def credentials_isolated(docs: Docs, values: dict[str, Any]) -> list[str]:
+    problems = []
+    for sts in kind(docs, "StatefulSet"):
+        cs = containers(sts)
+        problems += [f"{sts['metadata']['name']}/ingest has {n}" for n in env(cs["ingest"]) if LAKE_CREDENTIALS.match(n)]
+        problems += [f"{sts['metadata']['name']}/writer has {n}" for n in env(cs["writer"]) if n.startswith("KAFKA_")]
+    return problems
+
+
+def memory_follows_flush_size(docs: Docs, values: dict[str, Any]) -> list[str]:
+    base_mi = {"ingest": 100, "writer": 200}
+    problems = []
+    for p, sts in pipeline_sts(docs, values):
+        if sts is None:
+            continue
+        flush = int(env_value(containers(sts)["ingest"], "FLUSH_SIZE"))
+        for cname, c in containers(sts).items():
+            res = c.get("resources", {})
+            limit, request = res.get("limits", {}).get("memory"), res.get("requests", {}).get("memory")
+            explicit = p.get("resources", {}).get(cname, {}).get("memory")
+            want = explicit or f"{-(-2 * flush // 2**20) + base_mi[cname]}Mi"
+            if limit != want or request != limit:
+                problems.append(f"{p['name']}/{cname}: memory request {request} limit {limit}, want both {want}")
+            if not explicit and mebibytes(limit or "0Mi") * 2**20 < 2 * flush:
+                problems.append(f"{p['name']}/{cname}: limit below two flushes")
+    return problems
+
+
+def schemas_validate(docs: Docs, values: dict[str, Any]) -> list[str]:
+    problems = []
+    for version in KUBERNETES_VERSIONS:
+        for d in docs:
+            try:
+                kubernetes_validate.validate(d, version, strict=True)
+            except Exception as err:  # noqa: BLE001 - every refusal is a finding
+                first = str(err).splitlines()[0]
+                problems.append(f"{version} {d.get('kind')}/{d.get('metadata', {}).get('name')}: {first}")
+    return problems
+
+
+RENDERED_CHECKS: list[Callable[[Docs, dict[str, Any]], list[str]]] = [
+    one_statefulset_per_pipeline,
+    two_containers_per_pod,
+    replica_count_is_replicas,
+    pod_name_from_downward_api,
+    writer_on_loopback,
+    destination_wiring,
+    probes,
+    termination_grace,
+    no_inline_secrets,
+    credentials_isolated,
+    memory_follows_flush_size,
+    schemas_validate,
+]
+
+
+# Breakages, one per rendered check: each must make its check fail.
+
+
+def first_sts(docs: Docs) -> dict[str, Any]:
+    return kind(docs, "StatefulSet")[0]
+
+
+def set_env(c: dict[str, Any], name: str, entry: dict[str, Any]) -> None:
+    c["env"] = [e for e in c.get("env", []) if e["name"] != name] + [{"name": name, **entry}]
+
+
+def break_count(docs: Docs) -> None:
+    set_env(containers(first_sts(docs))["ingest"], "REPLICA_COUNT", {"value": "99"})
+
+
+def break_probe(docs: Docs) -> None:
+    del containers(first_sts(docs))["ingest"]["startupProbe"]
+
+
+def break_grace(docs: Docs) -> None:
+    first_sts(docs)["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 30
+
+
+def break_memory(docs: Docs) -> None:
+    containers(first_sts(docs))["ingest"]["resources"]["limits"]["memory"] = "128Mi"
+
+
+def break_schema(docs: Docs) -> None:
+    containers(first_sts(docs))["writer"]["livenessProbe"]["periodSecond"] = 5
+
+
+BREAKS: dict[str, Callable[[Docs], None]] = {
+    "one_statefulset_per_pipeline": lambda d: d.remove(first_sts(d)),
+    "two_containers_per_pod": lambda d: first_sts(d)["spec"]["template"]["spec"]["containers"].append(
+        {"name": "sidecar", "image": "busybox"}
+    ),
+    "replica_count_is_replicas": break_count,
+    "pod_name_from_downward_api": lambda d: set_env(containers(first_sts(d))["writer"], "POD_NAME", {"value": "millpond-0"}),
+    "writer_on_loopback": lambda d: set_env(containers(first_sts(d))["writer"], "MILLPOND_WRITER_ADDR", {"value": "0.0.0.0:50051"}),
+    "destination_wiring": lambda d: containers(first_sts(d))["writer"].update(image="registry.test/millpond-writer-hoglake:1"),
+    "probes": break_probe,
+    "termination_grace": break_grace,
+    "no_inline_secrets": lambda d: set_env(containers(first_sts(d))["writer"], "DUCKLAKE_RDS_PASSWORD", {"value": "hunter2"}),
+    "credentials_isolated": lambda d: set_env(
+        containers(first_sts(d))["ingest"], "DUCKDB_S3_SECRET_ACCESS_KEY", {"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+    ),
+    "memory_follows_flush_size": break_memory,
+    "schemas_validate": break_schema,
+}
+
+# Values the chart itself must refuse at render, with the words it must say.
+REFUSED_VALUES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("inline password", lambda v: v["ducklake"]["env"].update(DUCKLAKE_RDS_PASSWORD="hunter2"), "holds a credential"),
+    ("inline S3 key", lambda v: v["pipelines"][2]["hoglake"].update(HOGLAKE_S3_SECRET_KEY="abc"), "holds a credential"),
+    ("REPLICA_COUNT in env", lambda v: v["pipelines"][0]["ingestEnv"].update(REPLICA_COUNT="3"), "set by the chart"),
+    ("AWS keys", lambda v: v["writer"]["env"].update(AWS_SECRET_ACCESS_KEY={"secretKeyRef": {"name": "a", "key": "b"}}), "IRSA"),
+    ("unknown destination", lambda v: v["pipelines"][0].update(destination="s3"), "ducklake or hoglake"),
+    ("duplicate pipeline", lambda v: v["pipelines"][1].update(name="events"), "used twice"),
+    ("grace too short", lambda v: v["shutdown"].update(terminationGracePeriodSeconds=60), "must exceed"),
+    ("embedded DuckLake", lambda v: v["ducklake"]["env"].pop("DUCKLAKE_RDS_HOST"), "DUCKLAKE_RDS_HOST"),
+    ("fractional replicas", lambda v: v["pipelines"][0].update(replicas=1.5), "whole number"),
+]
+
+
+def render(values: dict[str, Any]) -> Docs:
+    text = ht.template(values, RELEASE, NAMESPACE)
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def main() -> int:
+    print(ht.versions(), flush=True)
+    values = ht.load_values([VALUES])
+    results: list[tuple[str, str | None]] = []
+
+    def check(name: str, fn: Callable[[], list[str]]) -> None:
+        try:
+            problems = fn()
+        except Exception as err:  # noqa: BLE001 - any error is a failed check, with its trace
+            problems = [f"{type(err).__name__}: {err}\n{traceback.format_exc()}"]
+        results.append((name, "; ".join(problems) or None))
+        print(("FAIL " if problems else "PASS ") + name + (": " + "; ".join(problems) if problems else ""), flush=True)
+
+    check("lint: chart defaults", lambda: ht.lint({}))
+    check("lint: values-multi", lambda: ht.lint(values))
+    check("lint: catches a broken template", lint_catches_broken_template)
+    docs = render(values)
+    check("render: objects", lambda: [] if len(docs) == 3 * len(values["pipelines"]) + 1 else [f"{len(docs)} objects"])
+    check("render: chart defaults make no objects", lambda: [f"{len(render({}))} objects"] if render({}) else [])
+    for fn in RENDERED_CHECKS:
+        check(fn.__name__, lambda fn=fn: fn(docs, values))
+        check(f"{fn.__name__} fails on a broken render", lambda fn=fn: bites(fn, docs, values))
+    for label, mutate, words in REFUSED_VALUES:
+        check(f"refused: {label}", lambda mutate=mutate, words=words: refused(values, mutate, words))
+    check("deploy/k8s/millpond.yaml is the chart's render", example_is_current)
+
+    failed = [name for name, error in results if error]
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+def bites(fn: Callable[[Docs, dict[str, Any]], list[str]], docs: Docs, values: dict[str, Any]) -> list[str]:
+    broken = copy.deepcopy(docs)
+    BREAKS[fn.__name__](broken)
+    return [] if fn(broken, values) else ["passed on a broken render"]
+
+
+def refused(values: dict[str, Any], mutate: Callable[[dict[str, Any]], None], words: str) -> list[str]:
+    bad = copy.deepcopy(values)
+    mutate(bad)
+    try:
+        render(bad)
+    except Exception as err:  # noqa: BLE001 - the render error is what we want
+        return [] if words in str(err) else [f"refused, but without {words!r}: {err}"]
+    return ["rendered"]
+
+
+def lint_catches_broken_template() -> list[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = Path(tmp) / "millpond"
+        shutil.copytree(ht.CHART, chart)
+        (chart / "templates" / "broken.yaml").write_text("kind: {{ if }}\n")
+        found = ht.lint({}, chart)
+    return [] if any("broken.yaml" in f for f in found) else [f"lint found {found}"]
+
+
+def example_is_current() -> list[str]:
+    if ht.EXAMPLE_OUTPUT.read_text() != ht.example():
+        return ["stale: run scripts/helm_template.py --write-example"]
+    return []
+
+
+if __name__ == "__main__":
+    sys.exit(main())
