@@ -4,6 +4,7 @@ pub mod buffer;
 pub mod config;
 pub mod convert;
 pub mod flight;
+pub mod freshness;
 pub mod health;
 pub mod kafka;
 pub mod pipeline;

@@ -13,8 +13,9 @@ use rdkafka::message::Message;
 use crate::buffer::{Added, Cut, Record};
 use crate::config::IngestConfig;
 use crate::flight::WriterClient;
+use crate::freshness::Freshness;
 use crate::health::IngestHealth;
-use crate::kafka::{commit_offsets, Consumer, Discovery, LagSampler};
+use crate::kafka::{commit_offsets, Consumer, Discovery, LagSampler, RunToLatest};
 use crate::stages::Stages;
 
 pub struct Pipeline {
@@ -33,6 +34,9 @@ pub struct Pipeline {
     fatal: Option<String>,
     lag: LagSampler,
     discovery: Discovery,
+    freshness: Freshness,
+    /// MILLPOND_RUN_TO_LATEST: where to stop.
+    run_to_latest: Option<RunToLatest>,
 }
 
 /// Longest single wait inside one consume call, so shutdown is prompt.
@@ -78,6 +82,8 @@ impl Pipeline {
             fatal: None,
             lag: LagSampler::default(),
             discovery: Discovery::default(),
+            freshness: Freshness::default(),
+            run_to_latest: None,
         }
     }
 
@@ -93,7 +99,26 @@ impl Pipeline {
     /// that must crash the process (Err: nothing past the last ack is
     /// committed, so Kafka replays it).
     pub fn run(&mut self) -> anyhow::Result<()> {
+        if self.cfg.flush.run_to_latest {
+            self.run_to_latest = Some(RunToLatest::start(
+                &self.consumer,
+                &self.cfg.kafka.topic,
+                &self.next,
+            )?);
+        }
         loop {
+            if self
+                .run_to_latest
+                .as_ref()
+                .is_some_and(|r| r.reached(&self.next))
+            {
+                tracing::info!(
+                    pending_rows = self.stages.rows(),
+                    "MILLPOND_RUN_TO_LATEST: every partition reached its startup high watermark; final flush"
+                );
+                self.flush(FlushTrigger::Shutdown)?;
+                return Ok(());
+            }
             if self.stop.load(Ordering::SeqCst) {
                 tracing::info!(
                     pending_rows = self.stages.rows(),
@@ -115,6 +140,7 @@ impl Pipeline {
                     self.flush(FlushTrigger::Time)?;
                 }
             }
+            self.freshness.show(&self.metrics, false);
             self.lag.maybe_sample(
                 &self.consumer,
                 &self.cfg.kafka.topic,
@@ -202,6 +228,10 @@ impl Pipeline {
         }
         let started = Instant::now();
         let added = self.stages.process(&self.cfg.kafka.topic, &records);
+        self.freshness.consumed(&records, !self.stages.is_empty());
+        if let Some(r) = self.run_to_latest.as_mut() {
+            r.consumed(&records);
+        }
         self.metrics
             .arrow_conversion_seconds
             .observe(started.elapsed().as_secs_f64());
@@ -315,6 +345,7 @@ impl Pipeline {
         }
         commit_offsets(&self.consumer, &ranges, &self.metrics)?;
         self.lag.committed(&ranges, &mut self.next, &self.metrics);
+        self.freshness.committed(&ranges, &self.metrics);
         self.metrics
             .batches_flushed
             .with_label_values(&[trigger.label()])

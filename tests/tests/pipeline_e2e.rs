@@ -473,3 +473,43 @@ fn filters_keep_and_drop_with_conservation() {
         vec![Some("0".into())]
     );
 }
+
+/// MILLPOND_RUN_TO_LATEST: ingest consumes up to the high watermarks it read
+/// at startup, makes its final flush, commits and exits 0 on its own;
+/// records produced after that are left for the next run.
+#[test]
+fn run_to_latest_lands_everything_then_exits_zero() {
+    let broker = BrokerProcess::start(TOPIC, 4);
+    let lake = Lake::new(Backend::Embedded, "events");
+    let n = 3000u64;
+    produce_events(&broker.bootstrap, TOPIC, 4, 0, n);
+    let w = Writer::start(&lake);
+    let mut o = opts(&broker.bootstrap, &w.addr, 1, 0);
+    o.extra = vec![
+        ("MILLPOND_RUN_TO_LATEST", "true".into()),
+        // Only the end of the data may cut the last flush.
+        ("FLUSH_INTERVAL_MS", "600000".into()),
+    ];
+    let mut ingest = Ingest::start(&o, lake.dir.path());
+    let status = ingest.proc.wait_exit(Duration::from_secs(60));
+    assert!(
+        status.success(),
+        "ingest must exit 0 on its own: {status}\n{}",
+        ingest.proc.logs()
+    );
+    let high: i64 = (0..4)
+        .map(|p| watermarks(&broker.bootstrap, TOPIC, p).1)
+        .sum();
+    assert_eq!(high, n as i64);
+    assert_eq!(total_committed(&broker.bootstrap, 4), n as i64);
+    assert!(
+        ingest
+            .proc
+            .logs()
+            .contains("reached its startup high watermark"),
+        "{}",
+        ingest.proc.logs()
+    );
+    w.stop();
+    assert_eq!(distinct_seq(&lake), (n as i64, n as i64));
+}

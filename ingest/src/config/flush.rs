@@ -9,6 +9,9 @@ pub struct FlushConfig {
     pub size: u64,
     /// FLUSH_INTERVAL_MS.
     pub interval: Duration,
+    /// MILLPOND_RUN_TO_LATEST: consume up to the high watermarks read at
+    /// startup, flush, commit and exit 0 (backfills, benchmarks).
+    pub run_to_latest: bool,
 }
 
 impl FlushConfig {
@@ -16,6 +19,7 @@ impl FlushConfig {
         FlushConfig {
             size: r.positive_u64("FLUSH_SIZE", 104_857_600),
             interval: Duration::from_millis(r.positive_u64("FLUSH_INTERVAL_MS", 60_000)),
+            run_to_latest: r.bool_opt("MILLPOND_RUN_TO_LATEST").unwrap_or(false),
         }
     }
 }

@@ -5,6 +5,7 @@ mod client;
 mod commit;
 mod discover;
 mod lag;
+mod latest;
 mod stats;
 
 pub use assign::{assign, my_partitions, resume_points, Resume, ResumeError};
@@ -12,4 +13,5 @@ pub use client::{build_consumer, Consumer};
 pub use commit::commit_offsets;
 pub use discover::Discovery;
 pub use lag::LagSampler;
+pub use latest::RunToLatest;
 pub use stats::StatsContext;

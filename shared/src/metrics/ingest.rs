@@ -18,6 +18,12 @@ pub struct IngestMetrics {
     pub errors: IntCounterVec,
     pub pending_bytes: IntGauge,
     pub buffer_fullness: Gauge,
+    /// Age of the oldest record in the pending flush (0 when empty): buffer
+    /// lag, as opposed to write lag.
+    pub buffer_age_seconds: Gauge,
+    /// Now minus the Kafka timestamp of the last committed record, per
+    /// partition: how far behind the producer what is durable is.
+    pub committed_record_age_seconds: GaugeVec,
     pub consume_batch_size: IntGauge,
     pub consumer_lag: IntGaugeVec,
     pub last_committed_offset: IntGaugeVec,
@@ -96,6 +102,25 @@ impl IngestMetrics {
             buffer_fullness: register(
                 registry,
                 Gauge::new("buffer_fullness", "pending_bytes / FLUSH_SIZE").unwrap(),
+            ),
+            buffer_age_seconds: register(
+                registry,
+                Gauge::new(
+                    "buffer_age_seconds",
+                    "Seconds since the oldest record of the pending flush was consumed (0 when empty)",
+                )
+                .unwrap(),
+            ),
+            committed_record_age_seconds: register(
+                registry,
+                GaugeVec::new(
+                    Opts::new(
+                        "committed_record_age_seconds",
+                        "Now minus the Kafka timestamp of the last committed record, per partition",
+                    ),
+                    &["partition"],
+                )
+                .unwrap(),
             ),
             consume_batch_size: gauge(
                 registry,

@@ -1,0 +1,97 @@
+//! MILLPOND_RUN_TO_LATEST: the high watermarks read at startup are the end;
+//! once every assigned partition is consumed up to its mark, the loop makes
+//! a final flush, commits and returns, and the process exits 0.
+use std::collections::HashMap;
+use std::time::Duration;
+
+use rdkafka::consumer::Consumer as _;
+
+use super::client::Consumer;
+use crate::buffer::Record;
+
+#[derive(Debug, Default)]
+pub struct RunToLatest {
+    /// Partition -> the offset to reach (exclusive high watermark).
+    targets: HashMap<i32, i64>,
+    /// Partition -> next offset after the last consumed record.
+    consumed: HashMap<i32, i64>,
+}
+
+impl RunToLatest {
+    /// Reads the high watermark of every partition in `next` (the assigned
+    /// ones). A partition whose mark cannot be read is an error: running
+    /// "to the latest" without knowing it would never end or end early.
+    pub fn start(
+        consumer: &Consumer,
+        topic: &str,
+        next: &HashMap<i32, i64>,
+    ) -> anyhow::Result<Self> {
+        let mut targets = HashMap::new();
+        for p in next.keys() {
+            let (_, high) = consumer
+                .fetch_watermarks(topic, *p, Duration::from_secs(30))
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "MILLPOND_RUN_TO_LATEST: reading the high watermark of {topic}/{p}: {e}"
+                    )
+                })?;
+            targets.insert(*p, high);
+        }
+        tracing::info!(targets = ?targets, "running to the high watermarks read at startup, then exiting");
+        Ok(Self::with_targets(targets))
+    }
+
+    pub fn with_targets(targets: HashMap<i32, i64>) -> Self {
+        RunToLatest {
+            targets,
+            consumed: HashMap::new(),
+        }
+    }
+
+    pub fn consumed(&mut self, records: &[Record<'_>]) {
+        for r in records {
+            let e = self.consumed.entry(r.partition).or_insert(r.offset + 1);
+            *e = (*e).max(r.offset + 1);
+        }
+    }
+
+    /// Every partition is consumed up to its mark (`next` holds the
+    /// committed positions: a partition already there at startup counts).
+    pub fn reached(&self, next: &HashMap<i32, i64>) -> bool {
+        self.targets.iter().all(|(p, target)| {
+            let at = self
+                .consumed
+                .get(p)
+                .copied()
+                .max(next.get(p).copied())
+                .unwrap_or(0);
+            at >= *target
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(partition: i32, offset: i64) -> Record<'static> {
+        Record {
+            partition,
+            offset,
+            timestamp_ms: None,
+            key: None,
+            payload: None,
+        }
+    }
+
+    #[test]
+    fn reached_when_every_partition_is_at_its_mark() {
+        let mut r = RunToLatest::with_targets(HashMap::from([(0, 10), (1, 0), (2, 5)]));
+        let next = HashMap::from([(0, 0), (1, 0), (2, 5)]);
+        assert!(!r.reached(&next));
+        r.consumed(&[rec(0, 3), rec(0, 8)]);
+        assert!(!r.reached(&next), "offset 9 not yet consumed");
+        r.consumed(&[rec(0, 9)]);
+        assert!(r.reached(&next));
+    }
+}
