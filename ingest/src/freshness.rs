@@ -12,7 +12,7 @@ use crate::buffer::Record;
 /// How often the gauges are refreshed from the loop.
 const EVERY: Duration = Duration::from_secs(1);
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Freshness {
     /// When the oldest record of the pending flush was consumed.
     oldest: Option<Instant>,
@@ -21,17 +21,6 @@ pub struct Freshness {
     /// Kafka timestamp of the last committed record per partition.
     committed_ts: HashMap<i32, i64>,
     shown: Option<Instant>,
-}
-
-impl Default for Freshness {
-    fn default() -> Self {
-        Freshness {
-            oldest: None,
-            pending_ts: HashMap::new(),
-            committed_ts: HashMap::new(),
-            shown: None,
-        }
-    }
 }
 
 fn now_ms() -> i64 {
