@@ -26,6 +26,9 @@ pub mod error_type {
     /// A hoglake commit refused for contention on the catalog (409
     /// `commit_conflict` and friends, 503 `commit_queue_timeout`).
     pub const HOGLAKE_COMMIT_CONTENTION: &str = "hoglake_commit_contention";
+    /// A VARIANT dual-write INSERT overflowed while shredding; the flush
+    /// was written again without its companions.
+    pub const VARIANT_WRITE: &str = "variant_write";
     pub const OFFSET_COMMIT: &str = "offset_commit";
     pub const SCHEMA: &str = "schema";
     pub const FLIGHT: &str = "flight";
@@ -68,6 +71,10 @@ pub mod dead_letter_reason {
     pub const OVERSIZED_RECORD: &str = "oversized_record";
     /// The catalog refused to add the key's column (hoglake).
     pub const COLUMN_REFUSED: &str = "column_refused";
+    /// The key is a VARIANT companion (`{source}_variant` of a configured
+    /// source, or a column the table holds as VARIANT): payload text must
+    /// not be cast into it.
+    pub const VARIANT_COMPANION_COLLISION: &str = "variant_companion_collision";
 }
 
 pub fn new_registry(pipeline: &str, broker_source: &str) -> Registry {

@@ -31,6 +31,12 @@ pub struct WriterMetrics {
     /// Hoglake only: data files per commit, and rows per data file.
     pub hoglake_flush_files: Histogram,
     pub hoglake_file_rows: Histogram,
+    /// VARIANT dual-write (DuckLake): payload columns stripped because they
+    /// collide with a companion; flushes written again string-only after a
+    /// shredding overflow; values whose poison integers were quoted.
+    pub variant_companion_columns_dropped: IntCounter,
+    pub variant_write_fallback: IntCounter,
+    pub variant_values_coerced: IntCounter,
 }
 
 impl WriterMetrics {
@@ -149,6 +155,30 @@ impl WriterMetrics {
                 Histogram::with_opts(
                     HistogramOpts::new("hoglake_flush_files", "Data files per hoglake commit")
                         .buckets(exponential_buckets(1.0, 2.0, 10).unwrap()),
+                )
+                .unwrap(),
+            ),
+            variant_companion_columns_dropped: register(
+                registry,
+                IntCounter::new(
+                    "variant_companion_columns_dropped_total",
+                    "Payload columns colliding with a VARIANT companion; their values are dead letters",
+                )
+                .unwrap(),
+            ),
+            variant_write_fallback: register(
+                registry,
+                IntCounter::new(
+                    "variant_write_fallback_total",
+                    "Flushes written again without VARIANT companions after a shredding overflow",
+                )
+                .unwrap(),
+            ),
+            variant_values_coerced: register(
+                registry,
+                IntCounter::new(
+                    "variant_values_coerced_total",
+                    "Values whose integers above INT64_MAX were quoted in the VARIANT companion only",
                 )
                 .unwrap(),
             ),

@@ -105,6 +105,9 @@ pub struct DuckLakeConfig {
     /// MILLPOND_MAX_COLUMNS: the most payload columns the table grows to;
     /// values of further new keys become dead letters.
     pub max_columns: usize,
+    /// MILLPOND_VARIANT_COLUMNS: JSON text columns also written to a
+    /// `{name}_variant VARIANT` companion.
+    pub variant_columns: Vec<String>,
 }
 
 /// Names the sink adds itself; payload columns with these names are refused.
@@ -185,6 +188,7 @@ impl DuckLakeConfig {
             .optional("POD_NAME")
             .or_else(|| r.optional("HOSTNAME"))
             .unwrap_or_else(|| format!("writer-{}", uuid::Uuid::new_v4()));
+        let variant_columns = super::variant::parse(r);
         let max_columns = r.positive_u64(
             "MILLPOND_MAX_COLUMNS",
             millpond_shared::config::DEFAULT_MAX_COLUMNS as u64,
@@ -262,6 +266,7 @@ impl DuckLakeConfig {
             partition_lease,
             lease_owner,
             max_columns,
+            variant_columns,
         })
     }
 

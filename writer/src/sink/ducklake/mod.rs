@@ -10,6 +10,7 @@ mod classify;
 pub mod config;
 mod connect;
 mod dead_letters;
+mod dual_write;
 mod fence;
 mod offsets;
 mod session;
@@ -17,6 +18,7 @@ mod sql;
 mod table;
 mod to_live;
 mod types;
+mod variant;
 
 pub use connect::extensions;
 
@@ -31,6 +33,7 @@ use millpond_shared::retry::Ladder;
 use self::classify::classify;
 use self::config::{DuckLakeConfig, OFFSETS_TABLE, RESERVED_COLUMNS};
 use self::dead_letters::DeadLetterTable;
+use self::dual_write::DualWrite;
 use self::fence::Fence;
 use self::offsets::{coverage, Coverage, OffsetsTable};
 use self::table::LiveColumns;
@@ -298,18 +301,26 @@ impl DuckLakeSink {
 }
 
 /// `*`, or explicit columns with a CAST for the ones DuckDB checked
-/// (every value left in them casts exactly; the rest are NULL already).
-fn insert_projection(schema: &arrow::datatypes::Schema, cast: &[(String, String)]) -> String {
-    if cast.is_empty() {
+/// (every value left in them casts exactly; the rest are NULL already),
+/// without the scan-only columns, plus the VARIANT companion terms.
+fn insert_projection(
+    schema: &arrow::datatypes::Schema,
+    cast: &[(String, String)],
+    scan_only: &[String],
+    terms: Vec<String>,
+) -> String {
+    if cast.is_empty() && scan_only.is_empty() && terms.is_empty() {
         return "*".into();
     }
     schema
         .fields()
         .iter()
+        .filter(|f| !scan_only.contains(f.name()))
         .map(|f| match cast.iter().find(|(c, _)| c == f.name()) {
             Some((c, live)) => format!("CAST({} AS {live}) AS {}", sql::ident(c), sql::ident(c)),
             None => sql::ident(f.name()),
         })
+        .chain(terms)
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -359,8 +370,42 @@ impl Sink for DuckLakeSink {
             NameCase::Insensitive,
         )?;
         self.count_names(&prepared);
-        let rows_in = flush.rows();
+        let mut rows_in = flush.rows();
         let mut cast = Vec::new();
+        let mut dual = DualWrite::default();
+        let mut collided: Vec<DeadLetter> = Vec::new();
+        if rows_in > 0 {
+            let conn = &self.session.as_ref().expect("session open").conn;
+            let strip = {
+                let fetched;
+                let live = match &self.live {
+                    Some(l) => l,
+                    None => {
+                        fetched = table::read_columns(conn, &self.cfg).map_err(|e| self.err(e))?;
+                        &fetched
+                    }
+                };
+                dual_write::collisions(&prepared.schema, &self.cfg.variant_columns, live)
+            };
+            if !strip.is_empty() {
+                tracing::warn!(columns = ?strip, "payload keys collide with VARIANT companions; their values are dead letters (variant_companion_collision)");
+                self.metrics
+                    .variant_companion_columns_dropped
+                    .inc_by(strip.len() as u64);
+                if strip.len() == prepared.schema.fields().len() {
+                    // Nothing else in these records: they are dead letters whole.
+                    collided =
+                        dual_write::rows_as_dead_letters(&mut prepared, &strip, &flush.ranges);
+                    rows_in = 0;
+                } else {
+                    prepared.refuse(
+                        &strip,
+                        dead_letter_reason::VARIANT_COMPANION_COLLISION,
+                        &flush.ranges,
+                    );
+                }
+            }
+        }
         if rows_in > 0 {
             let conn = &self.session.as_ref().expect("session open").conn;
             let evo = table::ensure(conn, &self.cfg, &mut self.live, &prepared.schema)?;
@@ -411,11 +456,24 @@ impl Sink for DuckLakeSink {
                     .inc();
             }
             cast = done.cast_in_sql;
+            if !self.cfg.variant_columns.is_empty() {
+                let live = self.live.as_mut().expect("read by ensure");
+                dual = dual_write::companions(conn, &self.cfg, live, &mut prepared)
+                    .map_err(|e| classify(connect::scrub(&self.cfg, &e)))?;
+                for (source, why) in &dual.omitted {
+                    tracing::warn!(column = %source, why = %why, "VARIANT companion not written for this source; its text column still lands");
+                    self.metrics
+                        .errors
+                        .with_label_values(&[error_type::SCHEMA])
+                        .inc();
+                }
+            }
         }
         let letters: Vec<&DeadLetter> = flush
             .dead_letters
             .iter()
             .chain(&prepared.dead_letters)
+            .chain(&collided)
             .collect();
         // A record whose keys were all dropped, or `{}`, is still a row.
         let (rows, stream) = if rows_in == 0 {
@@ -427,10 +485,45 @@ impl Sink for DuckLakeSink {
             (rows, Some(stream))
         };
         let dl_stream = self.register_dead_letters(&flush.id, &letters)?;
-        let select = stream
-            .as_ref()
-            .map(|_| insert_projection(&prepared.schema, &cast));
-        let committed = self.commit(flush, rows, select.as_deref(), dl_stream.is_some());
+        let select = stream.as_ref().map(|_| {
+            insert_projection(
+                &prepared.schema,
+                &cast,
+                &dual_write::scan_only(&dual),
+                dual_write::terms(&dual),
+            )
+        });
+        let mut committed = self.commit(flush, rows, select.as_deref(), dl_stream.is_some());
+        let mut stream = stream;
+        let mut dl_stream = dl_stream;
+        if matches!(&committed, Err(e) if !dual.companions.is_empty() && dual_write::is_overflow(&e.message))
+        {
+            // The backstop: a value the scan could not reach overflowed while
+            // shredding. The same flush again, text columns only.
+            let e = committed.as_ref().err().map(|e| e.message.clone());
+            tracing::error!(flush_id = %flush.id, error = ?e, "VARIANT shredding overflowed; writing this flush without its companions");
+            self.metrics.variant_write_fallback.inc();
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::VARIANT_WRITE])
+                .inc();
+            let session = self.session.as_ref().expect("session open");
+            let _ = session.execute_raw(&format!("DROP VIEW IF EXISTS {SCAN}"));
+            let _ = session.execute_raw(&format!("DROP VIEW IF EXISTS {}", dead_letters::SCAN));
+            drop(stream.take());
+            drop(dl_stream.take());
+            stream = Some(self.register_scan(&prepared)?.1);
+            dl_stream = self.register_dead_letters(&flush.id, &letters)?;
+            let plain = insert_projection(
+                &prepared.schema,
+                &cast,
+                &dual_write::scan_only(&dual),
+                Vec::new(),
+            );
+            committed = self.commit(flush, rows, Some(&plain), dl_stream.is_some());
+        } else if committed.is_ok() {
+            self.metrics.variant_values_coerced.inc_by(dual.coerced);
+        }
         let session = self.session.as_ref().expect("session open");
         if stream.is_some() {
             let _ = session.execute_raw(&format!("DROP VIEW IF EXISTS {SCAN}"));
