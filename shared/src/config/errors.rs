@@ -27,10 +27,6 @@ impl ConfigErrors {
     pub fn vars(&self) -> Vec<&str> {
         self.0.iter().map(|e| e.var.as_str()).collect()
     }
-
-    pub fn extend(&mut self, other: ConfigErrors) {
-        self.0.extend(other.0);
-    }
 }
 
 impl fmt::Display for ConfigErrors {
