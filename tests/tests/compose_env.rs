@@ -34,7 +34,10 @@ fn a_misspelled_variable_fails_the_check() {
     let compose = concat!(env!("CARGO_MANIFEST_DIR"), "/../docker-compose.yml");
     let text = std::fs::read_to_string(compose).unwrap();
     let typo = text.replacen("FLUSH_INTERVAL_MS:", "FLUSH_INTERVAL_MSS:", 1);
-    assert_ne!(text, typo, "the compose file sets FLUSH_INTERVAL_MS on ingest");
+    assert_ne!(
+        text, typo,
+        "the compose file sets FLUSH_INTERVAL_MS on ingest"
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("docker-compose.yml");
     std::fs::write(&path, typo).unwrap();
