@@ -29,6 +29,15 @@ if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/c
     export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 fi
 
+# DuckDB's name for this platform (extension folders: v<ver>/<platform>/).
+millpond_duckdb_platform() {
+    case "$(uname -s)/$(uname -m)" in
+        Linux/x86_64) echo linux_amd64 ;;
+        Linux/aarch64) echo linux_arm64 ;;
+        *) millpond_die "no DuckDB extensions for $(uname -s)/$(uname -m)" ;;
+    esac
+}
+
 # Print an error and exit.
 millpond_die() {
     echo "error: $*" >&2

@@ -11,10 +11,10 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 ver=$MILLPOND_DUCKDB_VERSION
-case "$(uname -s)/$(uname -m)" in
-    Linux/x86_64) wheel_platform=manylinux2014_x86_64; duck_platform=linux_amd64 ;;
-    Linux/aarch64) wheel_platform=manylinux2014_aarch64; duck_platform=linux_arm64 ;;
-    *) millpond_die "unsupported platform $(uname -s)/$(uname -m)" ;;
+duck_platform=$(millpond_duckdb_platform)
+case "$duck_platform" in
+    linux_amd64) wheel_platform=manylinux2014_x86_64 ;;
+    linux_arm64) wheel_platform=manylinux2014_aarch64 ;;
 esac
 dest=$DUCKDB_EXTENSION_DIR/v$ver/$duck_platform
 python=$MILLPOND_VENV/bin/python

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The Millpond test command: prepares the machine (Debian packages, Python
 # venv, DuckDB's prebuilt library and extensions, the nisshi broker,
-# Postgres + moto S3), then runs rustfmt, clippy, the proto check and the
-# whole test suite. Everything cargo does uses the release profile, so each
-# dependency is compiled once per machine (into $CARGO_TARGET_DIR, default
-# ~/.cache/millpond/target).
+# Postgres + moto S3), then runs rustfmt, clippy, the proto check, the image
+# check and the whole test suite. Everything cargo does uses the release
+# profile, so each dependency is compiled once per machine (into
+# $CARGO_TARGET_DIR, default ~/.cache/millpond/target).
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
@@ -64,6 +64,9 @@ if [ -f scripts/check-proto.sh ]; then
 fi
 # Before `build`: it leaves the hoglake-only writer binary in the target dir.
 step hoglake-writer bash scripts/check-hoglake-writer.sh
+# The Dockerfile's steps into a scratch root, and each image's tree; its
+# workspace build is the `build` step's.
+step images bash scripts/check-images.sh
 # The end-to-end tests run the real binaries; cargo test alone does not
 # build another package's binaries.
 step build cargo build --release --workspace --bins

@@ -117,6 +117,11 @@ def pod_name_from_downward_api(docs: Docs, values: dict[str, Any]) -> list[str]:
     problems = []
     for sts in kind(docs, "StatefulSet"):
         for c in containers(sts).values():
+            # The hoglake writer holds no leases and reads no POD_NAME.
+            if c["name"] == "writer" and env_value(c, "MILLPOND_DESTINATION") == "hoglake":
+                if "POD_NAME" in env(c):
+                    problems.append(f"{sts['metadata']['name']}/writer: POD_NAME set on the hoglake writer, which does not read it")
+                continue
             ref = env(c).get("POD_NAME", {}).get("valueFrom", {}).get("fieldRef", {})
             if ref.get("fieldPath") != "metadata.name":
                 problems.append(f"{sts['metadata']['name']}/{c['name']}: POD_NAME is not the pod's name")

@@ -8,6 +8,7 @@ pub mod kafka;
 pub mod lake;
 pub mod nisshi;
 pub mod process;
+pub mod promql;
 pub mod proxy;
 pub mod scrape;
 pub mod writer;

@@ -55,6 +55,16 @@ pub fn metric(body: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     total
 }
 
+/// The names of every series in an exposition (histograms as their
+/// `_bucket`, `_sum` and `_count` series, as PromQL selects them).
+pub fn series_names(body: &str) -> std::collections::BTreeSet<String> {
+    body.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The exposition, or an empty string while the server is not up yet.
 pub fn metrics(port: u16) -> String {
     get(&format!("http://127.0.0.1:{port}/metrics"))
