@@ -10,6 +10,7 @@ pub mod nisshi;
 pub mod process;
 pub mod proxy;
 pub mod scrape;
+pub mod tls;
 pub mod writer;
 
 /// A variable the test scripts export; tests fail (never skip) without it.
