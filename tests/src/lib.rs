@@ -9,6 +9,7 @@ pub mod lake;
 pub mod nisshi;
 pub mod process;
 pub mod proxy;
+pub mod sasl;
 pub mod scrape;
 pub mod tls;
 pub mod writer;
