@@ -54,7 +54,7 @@ impl ChainCredentials {
         if let Some(name) = &cfg.role_session_name {
             builder = builder.with_config(AmazonS3ConfigKey::RoleSessionName, name);
         }
-        // Names the variables only: a refused value may be a key.
+        // A library error may echo a setting: secrets are scrubbed.
         let provider = builder
             .build()
             .map_err(|e| {
