@@ -8,12 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use millpond_shared::metrics::{new_registry, IngestMetrics};
-use rdkafka::consumer::Consumer as _;
 
 use crate::config::IngestConfig;
 use crate::flight::WriterClient;
 use crate::health::IngestHealth;
-use crate::kafka::{assign, build_consumer, my_partitions, resume_points};
+use crate::kafka::{assign, build_consumer, my_partitions, partition_count, resume_points};
 use crate::pipeline::Pipeline;
 use millpond_proto::ACTION_INGEST_STOPPED;
 
@@ -77,15 +76,8 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     let task_metrics = metrics.clone();
     let result = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         let cfg = task_cfg;
-        let consumer = build_consumer(&cfg, crate::kafka::StatsContext { metrics: task_metrics.clone() })?;
-        let md = consumer.fetch_metadata(Some(&cfg.kafka.topic), Duration::from_secs(30))?;
-        let count = md
-            .topics()
-            .iter()
-            .find(|t| t.name() == cfg.kafka.topic)
-            .map(|t| t.partitions().len() as i32)
-            .filter(|n| *n > 0)
-            .ok_or_else(|| anyhow::anyhow!("topic {} has no partitions (does it exist?)", cfg.kafka.topic))?;
+        let consumer = build_consumer(&cfg, task_metrics.clone())?;
+        let count = partition_count(&consumer, &cfg.kafka.topic, cfg.kafka.startup_timeout)?;
         let mine = my_partitions(count, cfg.replica_count, cfg.ordinal);
         let resume = resume_points(&consumer, &cfg.kafka.topic, &mine, cfg.kafka.auto_offset_reset, &lake, &task_metrics)?;
         for r in &resume {

@@ -64,6 +64,13 @@ impl Ingest {
         crate::scrape::metric(&self.metrics(), name, labels).unwrap_or(0.0)
     }
 
+    /// /readyz's status code (0 when nothing answers).
+    pub fn ready(&self) -> u16 {
+        crate::scrape::get(&format!("http://127.0.0.1:{}/readyz", self.http_port))
+            .map(|r| r.0)
+            .unwrap_or(0)
+    }
+
     pub fn health(&self) -> u16 {
         crate::scrape::get(&format!("http://127.0.0.1:{}/healthz", self.http_port))
             .map(|r| r.0)

@@ -9,9 +9,24 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
+/// Extra librdkafka settings of a test client (e.g. TLS).
+pub type Settings<'a> = &'a [(&'a str, &'a str)];
+
+fn config(bootstrap: &str, settings: Settings<'_>) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap);
+    for (k, v) in settings {
+        c.set(*k, *v);
+    }
+    c
+}
+
 pub fn producer(bootstrap: &str) -> BaseProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    producer_with(bootstrap, &[])
+}
+
+pub fn producer_with(bootstrap: &str, settings: Settings<'_>) -> BaseProducer {
+    config(bootstrap, settings)
         .set("linger.ms", "5")
         .set("message.max.bytes", "10000000")
         .create()
@@ -20,7 +35,16 @@ pub fn producer(bootstrap: &str) -> BaseProducer {
 
 /// Produces `(partition, payload)`; None payload is a tombstone.
 pub fn produce(bootstrap: &str, topic: &str, records: &[(i32, Option<Vec<u8>>)]) {
-    let p = producer(bootstrap);
+    produce_with(bootstrap, &[], topic, records)
+}
+
+pub fn produce_with(
+    bootstrap: &str,
+    settings: Settings<'_>,
+    topic: &str,
+    records: &[(i32, Option<Vec<u8>>)],
+) {
+    let p = producer_with(bootstrap, settings);
     for (part, payload) in records {
         let mut rec: BaseRecord<'_, str, [u8]> = BaseRecord::to(topic).partition(*part).key("k");
         if let Some(v) = payload {
@@ -44,6 +68,17 @@ pub fn produce(bootstrap: &str, topic: &str, records: &[(i32, Option<Vec<u8>>)])
 /// `n` JSON events spread round-robin over `partitions`, each with a unique
 /// `seq` starting at `start`.
 pub fn produce_events(bootstrap: &str, topic: &str, partitions: i32, start: u64, n: u64) {
+    produce_events_with(bootstrap, &[], topic, partitions, start, n)
+}
+
+pub fn produce_events_with(
+    bootstrap: &str,
+    settings: Settings<'_>,
+    topic: &str,
+    partitions: i32,
+    start: u64,
+    n: u64,
+) {
     let records: Vec<_> = (start..start + n)
         .map(|i| {
             let body = format!(
@@ -54,19 +89,28 @@ pub fn produce_events(bootstrap: &str, topic: &str, partitions: i32, start: u64,
             ((i % partitions as u64) as i32, Some(body.into_bytes()))
         })
         .collect();
-    produce(bootstrap, topic, &records);
+    produce_with(bootstrap, settings, topic, &records);
 }
 
-fn group_client(bootstrap: &str, group: &str) -> BaseConsumer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+fn group_client(bootstrap: &str, group: &str, settings: Settings<'_>) -> BaseConsumer {
+    config(bootstrap, settings)
         .set("group.id", group)
         .create()
         .unwrap()
 }
 
 pub fn committed(bootstrap: &str, group: &str, topic: &str, partitions: i32) -> Vec<Option<i64>> {
-    let c = group_client(bootstrap, group);
+    committed_with(bootstrap, &[], group, topic, partitions)
+}
+
+pub fn committed_with(
+    bootstrap: &str,
+    settings: Settings<'_>,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) -> Vec<Option<i64>> {
+    let c = group_client(bootstrap, group, settings);
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
         tpl.add_partition(topic, p);
@@ -81,7 +125,7 @@ pub fn committed(bootstrap: &str, group: &str, topic: &str, partitions: i32) -> 
 }
 
 pub fn commit(bootstrap: &str, group: &str, topic: &str, partition: i32, offset: i64) {
-    let c = group_client(bootstrap, group);
+    let c = group_client(bootstrap, group, &[]);
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
         .unwrap();

@@ -10,7 +10,9 @@ pub mod nisshi;
 pub mod process;
 pub mod promql;
 pub mod proxy;
+pub mod sasl;
 pub mod scrape;
+pub mod tls;
 pub mod writer;
 
 /// A variable the test scripts export; tests fail (never skip) without it.

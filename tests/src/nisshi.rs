@@ -26,9 +26,20 @@ fn nisshi_bin() -> String {
 impl Nisshi {
     /// A broker with sqlite storage in a temp dir (survives its restarts).
     pub fn start() -> Nisshi {
+        Self::start_on(free_port(), None)
+    }
+
+    /// A broker listening on `port` that advertises `advertised`
+    /// (host:port) to clients, e.g. a proxy in front of it. The CLI still
+    /// reaches it directly.
+    pub fn start_advertising(port: u16, advertised: &str) -> Nisshi {
+        Self::start_on(port, Some(format!("tcp://{advertised}")))
+    }
+
+    fn start_on(port: u16, advertised: Option<String>) -> Nisshi {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
         let url = format!("tcp://127.0.0.1:{port}");
+        let advertised = advertised.unwrap_or_else(|| url.clone());
         let log = std::fs::File::create(dir.path().join("nisshi.log")).unwrap();
         let child = Command::new(nisshi_bin())
             .current_dir(dir.path())
@@ -37,7 +48,7 @@ impl Nisshi {
                 "--listener-url",
                 &url,
                 "--advertised-listener-url",
-                &url,
+                &advertised,
             ])
             .args(["--storage-engine", "sqlite://kafka.db"])
             .stdout(Stdio::from(log.try_clone().unwrap()))

@@ -1,5 +1,9 @@
 //! The Kafka group: broker, topic, offsets and librdkafka's knobs.
+use std::time::Duration;
+
 use millpond_shared::config::{Env, EnvReader, Secret};
+
+use super::msk_iam::{self, MskIamConfig};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffsetReset {
@@ -21,6 +25,12 @@ pub struct KafkaConfig {
     pub fetch_min_bytes: u64,
     pub fetch_max_wait_ms: u64,
     pub stats_interval_ms: u64,
+    /// How long startup waits for the topic's metadata (brokers reached,
+    /// TLS and SASL accepted) before failing with the last client error.
+    pub startup_timeout: Duration,
+    /// Set when the overrides ask for SASL/OAUTHBEARER: ingest signs the
+    /// MSK IAM token itself.
+    pub msk_iam: Option<MskIamConfig>,
 }
 
 impl KafkaConfig {
@@ -62,7 +72,8 @@ impl KafkaConfig {
                     Secret::new(v),
                 )
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let msk_iam = msk_iam::wanted(&consumer_overrides).then(|| MskIamConfig::from_env(r));
         KafkaConfig {
             bootstrap_servers,
             topic,
@@ -73,6 +84,8 @@ impl KafkaConfig {
             fetch_min_bytes: r.positive_u64("FETCH_MIN_BYTES", 1_048_576),
             fetch_max_wait_ms: r.parse_or("FETCH_MAX_WAIT_MS", 500u64, |_| Ok(())),
             stats_interval_ms: r.parse_or("STATS_INTERVAL_MS", 5000u64, |_| Ok(())),
+            startup_timeout: Duration::from_secs(r.positive_u64("KAFKA_STARTUP_TIMEOUT_S", 30)),
+            msk_iam,
         }
     }
 }

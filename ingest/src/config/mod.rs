@@ -5,9 +5,11 @@ use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
 
 mod flush;
 mod kafka;
+mod msk_iam;
 
 pub use flush::FlushConfig;
 pub use kafka::{KafkaConfig, OffsetReset};
+pub use msk_iam::MskIamConfig;
 
 #[derive(Debug, Clone)]
 pub struct IngestConfig {
@@ -216,6 +218,71 @@ mod tests {
         let shown = format!("{cfg:?}");
         assert!(shown.contains("sasl.password"), "{shown}");
         assert!(!shown.contains("hunter2-sasl"), "{shown}");
+    }
+
+    #[test]
+    fn oauthbearer_signs_msk_iam_tokens_and_needs_a_region() {
+        for var in [
+            "KAFKA_CONSUMER_SASL_MECHANISM",
+            "KAFKA_CONSUMER_SASL_MECHANISMS",
+        ] {
+            let mut env = base();
+            env.push((var, "OAUTHBEARER"));
+            let errs = IngestConfig::from_env(&Env::from_pairs(env.clone())).unwrap_err();
+            assert_eq!(errs.vars(), vec!["AWS_REGION"], "{var}");
+            env.push(("AWS_REGION", "eu-west-1"));
+            env.push(("AWS_ROLE_SESSION_NAME", "millpond-events"));
+            env.push(("AWS_SECRET_ACCESS_KEY", "s3cr3t-value"));
+            env.push(("AWS_ACCESS_KEY_ID", "AKIDTEST"));
+            env.push(("AWS_ENDPOINT", "http://s3.local"));
+            let cfg = IngestConfig::from_env(&Env::from_pairs(env)).unwrap();
+            let m = cfg.kafka.msk_iam.clone().expect("msk iam");
+            assert_eq!(m.region, "eu-west-1");
+            assert_eq!(m.role_session_name.as_deref(), Some("millpond-events"));
+            let vars: Vec<_> = m.chain_env.iter().map(|(k, _)| *k).collect();
+            assert_eq!(
+                vars,
+                vec!["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"],
+                "S3 settings stay out"
+            );
+            let shown = format!("{cfg:?}");
+            assert!(!shown.contains("s3cr3t-value"), "{shown}");
+        }
+        let mut env = base();
+        env.push(("KAFKA_CONSUMER_SASL_MECHANISM", "OAUTHBEARER"));
+        env.push(("AWS_REGION", "EU West 1"));
+        let errs = IngestConfig::from_env(&Env::from_pairs(env)).unwrap_err();
+        assert_eq!(errs.vars(), vec!["AWS_REGION"]);
+        // Other mechanisms, and librdkafka's own token sources, need no AWS.
+        for extra in [
+            vec![("KAFKA_CONSUMER_SASL_MECHANISM", "SCRAM-SHA-512")],
+            vec![
+                ("KAFKA_CONSUMER_SASL_MECHANISM", "OAUTHBEARER"),
+                ("KAFKA_CONSUMER_SASL_OAUTHBEARER_METHOD", "oidc"),
+            ],
+            vec![
+                ("KAFKA_CONSUMER_SASL_MECHANISMS", "OAUTHBEARER"),
+                (
+                    "KAFKA_CONSUMER_ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT",
+                    "true",
+                ),
+            ],
+        ] {
+            let mut env = base();
+            env.extend(extra);
+            let cfg = IngestConfig::from_env(&Env::from_pairs(env)).unwrap();
+            assert!(cfg.kafka.msk_iam.is_none());
+        }
+    }
+
+    #[test]
+    fn startup_timeout_is_positive_seconds() {
+        let cfg = IngestConfig::from_env(&Env::from_pairs(base())).unwrap();
+        assert_eq!(cfg.kafka.startup_timeout, Duration::from_secs(30));
+        let mut env = base();
+        env.push(("KAFKA_STARTUP_TIMEOUT_S", "0"));
+        let errs = IngestConfig::from_env(&Env::from_pairs(env)).unwrap_err();
+        assert_eq!(errs.vars(), vec!["KAFKA_STARTUP_TIMEOUT_S"]);
     }
 
     #[test]

@@ -2,10 +2,16 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::KafkaError;
 
-use super::stats::StatsContext;
+use std::time::SystemTime;
+
+use millpond_shared::metrics::IngestMetrics;
+
+use super::aws_credentials::ChainCredentials;
+use super::context::KafkaContext;
+use super::msk_iam::MskIamTokens;
 use crate::config::IngestConfig;
 
-pub type Consumer = BaseConsumer<StatsContext>;
+pub type Consumer = BaseConsumer<KafkaContext>;
 
 /// librdkafka properties Millpond sets before KAFKA_CONSUMER_* overrides.
 pub fn client_config(cfg: &IngestConfig) -> ClientConfig {
@@ -42,7 +48,20 @@ pub fn client_config(cfg: &IngestConfig) -> ClientConfig {
 
 /// Builds the consumer. A refused property is reported by name only: its
 /// value may be a credential (KAFKA_CONSUMER_SASL_PASSWORD and friends).
-pub fn build_consumer(cfg: &IngestConfig, ctx: StatsContext) -> anyhow::Result<Consumer> {
+pub fn build_consumer(cfg: &IngestConfig, metrics: IngestMetrics) -> anyhow::Result<Consumer> {
+    let msk_iam = match &cfg.kafka.msk_iam {
+        Some(m) => {
+            let credentials = ChainCredentials::start(m).map_err(anyhow::Error::msg)?;
+            tracing::info!(region = %m.region, "SASL/OAUTHBEARER: signing MSK IAM tokens with the AWS credential chain");
+            Some(MskIamTokens {
+                region: m.region.clone(),
+                credentials: Box::new(credentials),
+                clock: SystemTime::now,
+            })
+        }
+        None => None,
+    };
+    let ctx = KafkaContext::new(metrics, msk_iam);
     client_config(cfg).create_with_context(ctx).map_err(|e| match e {
         KafkaError::ClientConfig(_, _, key, _) => anyhow::anyhow!(
             "librdkafka refused the property {key:?} (set by KAFKA_CONSUMER_* or a core variable); its value is not shown"

@@ -1,17 +1,22 @@
 //! Kafka: the consumer, static partition assignment and resume points,
-//! offset commits, lag sampling and librdkafka statistics.
+//! offset commits, lag sampling, librdkafka statistics, and the MSK IAM
+//! token for SASL/OAUTHBEARER.
 mod assign;
+pub mod aws_credentials;
 mod client;
 mod commit;
+mod connect;
+mod context;
 mod discover;
 mod lag;
 mod latest;
-mod stats;
+pub mod msk_iam;
 
 pub use assign::{assign, my_partitions, resume_points, Resume, ResumeError};
 pub use client::{build_consumer, Consumer};
 pub use commit::commit_offsets;
+pub use connect::partition_count;
+pub use context::KafkaContext;
 pub use discover::Discovery;
 pub use lag::LagSampler;
 pub use latest::RunToLatest;
-pub use stats::StatsContext;
