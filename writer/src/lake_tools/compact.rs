@@ -5,10 +5,12 @@
 //! snapshot read part of a merged file); the replaced files are scheduled
 //! for deletion, which `cleanup` then frees.
 //!
-//! The target size is DuckLake's `target_file_size`. A session setting
-//! carries it for this run only, but a table- or schema-scoped catalog
-//! option outranks the session: for such a table the option is set to the
-//! tier's target around its merge and then restored to the saved value.
+//! The target size is set as this session's `ducklake_target_file_size`,
+//! which in DuckLake 1.5.5 outranks the catalog's `target_file_size`
+//! options (global, schema and table scope; checked by the compaction
+//! test). The session's own value is saved before and restored after the
+//! run; the catalog's options, which the writers' inserts follow, are never
+//! touched, so a run killed half-way leaves nothing to put back.
 use anyhow::Context;
 
 use super::catalog::{as_i64, as_string, meta, Lake, TableRef};
@@ -65,58 +67,6 @@ pub struct Options {
 pub struct Outcome {
     pub files_before: i64,
     pub files_after: i64,
-}
-
-/// A scoped `target_file_size` option that outranks the session setting.
-#[derive(Debug, Clone)]
-struct ScopedTarget {
-    scope: String,
-    entry: String,
-    bytes: String,
-}
-
-impl ScopedTarget {
-    fn set_sql(&self, value: &str) -> String {
-        let (schema, table) = match self.entry.split_once('.') {
-            Some((s, t)) if self.scope == "TABLE" => (s, Some(t)),
-            _ => (self.entry.as_str(), None),
-        };
-        let table = table
-            .map(|t| format!(", table_name => {}", literal(t)))
-            .unwrap_or_default();
-        format!(
-            "CALL ducklake_set_option('lake', 'target_file_size', {}, schema => {}{table})",
-            literal(&format!("{value}B")),
-            literal(schema)
-        )
-    }
-}
-
-fn scoped_targets(lake: &Lake) -> anyhow::Result<Vec<ScopedTarget>> {
-    Ok(lake
-        .rows(
-            "SELECT upper(scope), scope_entry, value FROM ducklake_options('lake') \
-             WHERE option_name = 'target_file_size' AND upper(scope) IN ('TABLE', 'SCHEMA')",
-        )?
-        .iter()
-        .map(|r| ScopedTarget {
-            scope: as_string(&r[0]),
-            entry: as_string(&r[1]),
-            bytes: as_string(&r[2]),
-        })
-        .collect())
-}
-
-/// The option that decides `t`'s target, if a scoped one does.
-fn governing<'a>(targets: &'a [ScopedTarget], t: &TableRef) -> Option<&'a ScopedTarget> {
-    targets
-        .iter()
-        .find(|o| o.scope == "TABLE" && o.entry == t.qualified())
-        .or_else(|| {
-            targets
-                .iter()
-                .find(|o| o.scope == "SCHEMA" && o.entry == t.schema)
-        })
 }
 
 /// Files of each table in the tier's band: (table, files, bytes).
@@ -211,15 +161,11 @@ pub fn compact(
     if let Some(m) = &opts.memory_limit {
         lake.exec(&format!("SET memory_limit = {}", literal(m)))?;
     }
-    let scoped = scoped_targets(lake)?;
-    for o in &scoped {
-        println!(
-            "compact: saved target_file_size {} B ({} scope, {}); it is restored after each merge",
-            o.bytes,
-            o.scope.to_lowercase(),
-            o.entry
-        );
-    }
+    let saved = lake
+        .rows("SELECT value FROM duckdb_settings() WHERE name = 'ducklake_target_file_size'")?
+        .first()
+        .map(|r| as_string(&r[0]))
+        .filter(|v| !v.is_empty());
     let run = (|| {
         for tier in &tiers {
             lake.exec(&format!(
@@ -227,14 +173,17 @@ pub fn compact(
                 tier.target
             ))?;
             for (t, _, _) in candidates(lake, tier, tables)? {
-                merge(lake, tier, &t, governing(&scoped, &t), opts.max_files)?;
+                merge(lake, tier, &t, opts.max_files)?;
             }
         }
         Ok::<_, anyhow::Error>(())
     })();
-    let reset = lake.exec("RESET ducklake_target_file_size");
+    let restored = match &saved {
+        Some(v) => lake.exec(&format!("SET ducklake_target_file_size = {}", literal(v))),
+        None => lake.exec("RESET ducklake_target_file_size"),
+    };
     run?;
-    reset?;
+    restored?;
     let files_after = live_count(lake, tables)?;
     println!("compact: {files_before} -> {files_after} live data files");
     Ok(Outcome {
@@ -251,18 +200,8 @@ fn tier_list(tiers: &[Tier]) -> String {
         .join(", ")
 }
 
-/// One merge call for one table, with its scoped target (if any) set to the
-/// tier's and put back afterwards, whether or not the merge succeeded.
-fn merge(
-    lake: &Lake,
-    tier: &Tier,
-    t: &TableRef,
-    scoped: Option<&ScopedTarget>,
-    max_files: Option<u64>,
-) -> anyhow::Result<()> {
-    if let Some(o) = scoped {
-        lake.exec(&o.set_sql(&tier.target.to_string()))?;
-    }
+/// One merge call for one table and tier.
+fn merge(lake: &Lake, tier: &Tier, t: &TableRef, max_files: Option<u64>) -> anyhow::Result<()> {
     let limit = max_files
         .map(|n| format!(", max_compacted_files => {n}"))
         .unwrap_or_default();
@@ -273,19 +212,7 @@ fn merge(
         literal(&t.schema),
         tier.min,
         tier.max
-    ));
-    let restored = match scoped {
-        Some(o) => lake.exec(&o.set_sql(&o.bytes)),
-        None => Ok(()),
-    };
-    let merged = merged?;
-    restored.with_context(|| {
-        format!(
-            "restoring target_file_size of {} to {} B failed; set it back by hand",
-            t.qualified(),
-            scoped.map(|o| o.bytes.as_str()).unwrap_or("?")
-        )
-    })?;
+    ))?;
     let (processed, created) = merged
         .first()
         .map(|r| (as_i64(&r[0]), as_i64(&r[1])))
@@ -308,36 +235,5 @@ mod tests {
             assert_eq!(pair[0].max, pair[1].min);
             assert!(pair[0].target >= pair[1].min && pair[0].target < pair[1].max);
         }
-    }
-
-    #[test]
-    fn scoped_targets_are_set_at_their_own_scope() {
-        let table = ScopedTarget {
-            scope: "TABLE".into(),
-            entry: "main.events".into(),
-            bytes: "1000".into(),
-        };
-        assert_eq!(
-            table.set_sql("5242880"),
-            "CALL ducklake_set_option('lake', 'target_file_size', '5242880B', schema => 'main', table_name => 'events')"
-        );
-        let schema = ScopedTarget {
-            scope: "SCHEMA".into(),
-            entry: "main".into(),
-            bytes: "7000".into(),
-        };
-        assert_eq!(
-            schema.set_sql(&schema.bytes),
-            "CALL ducklake_set_option('lake', 'target_file_size', '7000B', schema => 'main')"
-        );
-        let t = TableRef {
-            id: 1,
-            schema: "main".into(),
-            name: "events".into(),
-        };
-        let both = [schema.clone(), table.clone()];
-        assert_eq!(governing(&both, &t).unwrap().scope, "TABLE");
-        assert_eq!(governing(&[schema], &t).unwrap().scope, "SCHEMA");
-        assert!(governing(&[], &t).is_none());
     }
 }
