@@ -69,8 +69,8 @@ pub enum Command {
         #[arg(long)]
         catalog_only: bool,
     },
-    /// DuckLake's CHECKPOINT (its own maintenance chain, per the catalog's
-    /// options).
+    /// DuckLake's CHECKPOINT (its own chain: flush inlined data, expire,
+    /// merge, rewrite, clean up, delete orphans, with the catalog's ages).
     Checkpoint,
     /// Move inlined rows (small inserts kept in the catalog) into Parquet.
     FlushInlined {

@@ -320,14 +320,14 @@ pub fn flush_inlined(lake: &Lake, tables: Option<&[TableRef]>) -> anyhow::Result
     Ok(total)
 }
 
-/// DuckLake's CHECKPOINT: its own chain (flush inlined data, merge files,
-/// rewrite files with many deletions, and expiry and cleanup as far as the
-/// catalog's options ask for them).
+/// DuckLake's CHECKPOINT: its own chain (flush inlined data, expire
+/// snapshots, merge and rewrite files, clean up old files, delete orphans),
+/// with the ages the catalog's options set.
 pub fn checkpoint(lake: &Lake, ask: &Ask) -> anyhow::Result<()> {
     println!("checkpoint: before: {}", lake.summary()?);
     ask.confirm(
         &lake.cfg,
-        "CHECKPOINT the lake (DuckLake's own maintenance; rewrites files)",
+        "CHECKPOINT the lake (DuckLake's own chain: rewrites files, expires and deletes per the catalog's options)",
     )?;
     lake.exec("CHECKPOINT lake")?;
     println!("checkpoint: after: {}", lake.summary()?);
