@@ -9,19 +9,10 @@ use arrow::util::pretty::pretty_format_batches;
 
 use super::catalog::Lake;
 
-/// Runs one statement and prints its result as a table.
+/// Runs one statement (of several, the last one's result counts) and
+/// prints its result as a table.
 pub fn run_one(lake: &Lake, sql: &str) -> anyhow::Result<()> {
-    let conn = lake.conn();
-    let mut stmt = match conn.prepare(sql) {
-        Ok(s) => s,
-        // Several statements at once: run them, there is no single result.
-        Err(e) if e.to_string().contains("multiple statements") => {
-            lake.exec(sql)?;
-            println!("OK");
-            return Ok(());
-        }
-        Err(e) => return Err(lake_error(lake, e)),
-    };
+    let mut stmt = lake.conn().prepare(sql).map_err(|e| lake_error(lake, e))?;
     let batches: Vec<RecordBatch> = stmt
         .query_arrow([])
         .map_err(|e| lake_error(lake, e))?
