@@ -4,7 +4,8 @@
 # same command into a scratch root).
 #
 #   build-binaries.sh ingest <destdir>           millpond-ingest, millpond-replay
-#   build-binaries.sh writer-ducklake <destdir>  millpond-writer, linking libduckdb.so
+#   build-binaries.sh writer-ducklake <destdir>  millpond-writer and millpond-lake (the
+#                                                maintenance CLI), linking libduckdb.so
 #   build-binaries.sh writer-hoglake <destdir>   millpond-writer without its default
 #                                                `ducklake` feature: no DuckDB at all
 #
@@ -27,7 +28,7 @@ case "$image" in
         cargo_args=(--workspace --bins)
         ;;
     writer-ducklake)
-        bins=(millpond-writer)
+        bins=(millpond-writer millpond-lake)
         cargo_args=(--workspace --bins)
         ;;
     writer-hoglake)

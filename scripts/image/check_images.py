@@ -45,7 +45,7 @@ IMAGES = ("ingest", "writer-ducklake", "writer-hoglake")
 # The binaries each image ships, besides the HEALTHCHECK script.
 BINARIES = {
     "ingest": ["millpond-ingest", "millpond-replay"],
-    "writer-ducklake": ["millpond-writer"],
+    "writer-ducklake": ["millpond-writer", "millpond-lake"],
     "writer-hoglake": ["millpond-writer"],
 }
 HEALTHCHECK = "millpond-healthcheck"

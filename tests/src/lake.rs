@@ -37,16 +37,20 @@ pub fn extension_dir() -> String {
 }
 
 fn psql(sql: &str) {
+    psql_in(&required_env("MILLPOND_TEST_PG_DB"), sql);
+}
+
+/// Runs `sql` in database `db`; its rows, one per line, columns joined by `|`.
+fn psql_in(db: &str, sql: &str) -> String {
     let dsn = format!(
-        "host={} port={} dbname={} user={} password={} sslmode=disable",
+        "host={} port={} dbname={db} user={} password={} sslmode=disable",
         required_env("MILLPOND_TEST_PG_HOST"),
         required_env("MILLPOND_TEST_PG_PORT"),
-        required_env("MILLPOND_TEST_PG_DB"),
         required_env("MILLPOND_TEST_PG_USER"),
         required_env("MILLPOND_TEST_PG_PASSWORD"),
     );
     let out = Command::new("psql")
-        .args([&dsn, "-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .args([&dsn, "-v", "ON_ERROR_STOP=1", "-qAtc", sql])
         .output()
         .expect("run psql");
     assert!(
@@ -54,6 +58,7 @@ fn psql(sql: &str) {
         "psql {sql}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 impl Lake {
@@ -245,6 +250,81 @@ impl Lake {
             out.push(cols.join("|"));
         }
         out
+    }
+
+    /// Runs SQL in the Postgres catalog's own database (psql, bypassing
+    /// DuckDB); its rows, one per line.
+    pub fn catalog_psql(&self, sql: &str) -> String {
+        let db = self
+            .pg_database
+            .as_ref()
+            .expect("only the Postgres backend has a catalog database");
+        psql_in(db, sql)
+    }
+
+    /// Where the data files are: a folder or an `s3://` prefix, ending in `/`.
+    pub fn data_path(&self) -> String {
+        match self.backend {
+            Backend::PostgresS3 => self.env_value("DUCKLAKE_DATA_PATH").unwrap().to_owned(),
+            _ => format!("{}/data/", self.env_value("MILLPOND_LAKE_DIR").unwrap()),
+        }
+    }
+
+    /// Every object under the data path and its size, as storage lists it.
+    pub fn storage_files(&self) -> std::collections::BTreeMap<String, i64> {
+        let conn = self.reader();
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT filename, size FROM read_blob('{}**')",
+                self.data_path()
+            ))
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// Writes a small Parquet file of `rows` rows at `path` (in storage,
+    /// behind the catalog's back).
+    pub fn write_storage_file(&self, path: &str, rows: usize) {
+        self.reader()
+            .execute_batch(&format!(
+                "COPY (SELECT range AS x, 'padding-' || range AS y FROM range({rows})) TO '{path}' (FORMAT parquet)"
+            ))
+            .unwrap();
+    }
+
+    /// Deletes one object from storage, behind the catalog's back.
+    pub fn remove_storage_file(&self, path: &str) {
+        match path.strip_prefix("s3://") {
+            Some(rest) => {
+                // boto3 (in the test venv with moto) signs the request.
+                let (bucket, key) = rest.split_once('/').unwrap();
+                let script = "import boto3, sys; boto3.client('s3', endpoint_url=sys.argv[1], \
+                    aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3], \
+                    region_name=sys.argv[4]).delete_object(Bucket=sys.argv[5], Key=sys.argv[6])";
+                let out = Command::new(required_env("MILLPOND_PYTHON"))
+                    .args([
+                        "-c",
+                        script,
+                        &format!("http://{}", required_env("MILLPOND_TEST_S3_ENDPOINT")),
+                        &required_env("MILLPOND_TEST_S3_KEY_ID"),
+                        &required_env("MILLPOND_TEST_S3_SECRET"),
+                        &required_env("MILLPOND_TEST_S3_REGION"),
+                        bucket,
+                        key,
+                    ])
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "deleting {path}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            None => std::fs::remove_file(path).unwrap(),
+        }
     }
 
     /// (column name, DuckDB type) of the table, in table order.

@@ -6,6 +6,7 @@ pub mod hoglake;
 pub mod ingest;
 pub mod kafka;
 pub mod lake;
+pub mod lake_cli;
 pub mod nisshi;
 pub mod process;
 pub mod promql;

@@ -33,9 +33,20 @@ pub struct Proc {
 
 impl Proc {
     pub fn spawn(bin: &str, env: &[(String, String)], log_dir: &std::path::Path) -> Proc {
+        Self::spawn_args(bin, &[], env, log_dir)
+    }
+
+    /// `bin args...` with only PATH, HOME and `env` in its environment.
+    pub fn spawn_args(
+        bin: &str,
+        args: &[&str],
+        env: &[(String, String)],
+        log_dir: &std::path::Path,
+    ) -> Proc {
         let log = log_dir.join(format!("{bin}-{}.log", crate::unique("run")));
         let file = std::fs::File::create(&log).unwrap();
         let child = Command::new(binary(bin))
+            .args(args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", std::env::var("HOME").unwrap_or_default())

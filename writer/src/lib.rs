@@ -3,6 +3,8 @@
 pub mod config;
 pub mod flight;
 pub mod health;
+#[cfg(feature = "ducklake")]
+pub mod lake_tools;
 pub mod retry;
 pub mod run;
 pub mod sink;

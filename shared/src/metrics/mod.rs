@@ -5,10 +5,12 @@
 //! global, so tests read values back from the registry they built.
 mod include;
 mod ingest;
+mod lake;
 mod writer;
 
 pub use include::IncludeMetrics;
 pub use ingest::IngestMetrics;
+pub use lake::LakeMetrics;
 pub use writer::WriterMetrics;
 
 use std::collections::HashMap;

@@ -4,7 +4,7 @@ use duckdb::Connection;
 use super::session::Session;
 use super::sql::literal;
 
-use super::config::{Catalog, DuckLakeConfig};
+use super::lake_config::{Catalog, LakeConfig};
 use crate::sink::SinkError;
 
 /// The extension list, shared with scripts/setup-extensions.sh.
@@ -65,7 +65,7 @@ fn mask_passwords(msg: &str) -> String {
 }
 
 /// Removes every secret of the config from a message.
-pub fn scrub(cfg: &DuckLakeConfig, msg: &str) -> String {
+pub fn scrub(cfg: &LakeConfig, msg: &str) -> String {
     let mut out = mask_passwords(msg);
     if let Catalog::Postgres { password, .. } = &cfg.catalog {
         out = password.scrub(&out);
@@ -76,7 +76,7 @@ pub fn scrub(cfg: &DuckLakeConfig, msg: &str) -> String {
     out
 }
 
-pub fn open(cfg: &DuckLakeConfig) -> Result<Session, SinkError> {
+pub fn open(cfg: &LakeConfig) -> Result<Session, SinkError> {
     let dir = cfg.extension_dir.to_string_lossy().into_owned();
     let session = Session::open(
         &cfg.connection,
@@ -140,7 +140,7 @@ pub fn open(cfg: &DuckLakeConfig) -> Result<Session, SinkError> {
     Ok(session)
 }
 
-fn attach(cfg: &DuckLakeConfig, conn: &Connection) -> Result<(), SinkError> {
+fn attach(cfg: &LakeConfig, conn: &Connection) -> Result<(), SinkError> {
     let target = match &cfg.catalog {
         Catalog::Embedded { path, format } => {
             if let Some(parent) = path.parent() {

@@ -8,13 +8,14 @@
 //! which makes resends after a writer crash exactly-once.
 mod classify;
 pub mod config;
-mod connect;
+pub mod connect;
 mod dead_letters;
 mod dual_write;
 mod fence;
+pub mod lake_config;
 mod offsets;
-mod session;
-mod sql;
+pub mod session;
+pub mod sql;
 mod table;
 mod to_live;
 mod types;
@@ -67,11 +68,11 @@ impl DuckLakeSink {
     /// Connects at once, so a wrong catalog, a missing extension or bad
     /// credentials fail at startup rather than on the first flush.
     pub fn connect(cfg: DuckLakeConfig, metrics: WriterMetrics) -> Result<Self, SinkError> {
-        match &cfg.catalog {
+        match &cfg.lake.catalog {
             config::Catalog::Embedded { path, format } => tracing::info!(
                 catalog = %path.display(),
                 format = ?format,
-                data_path = %cfg.data_path,
+                data_path = %cfg.lake.data_path,
                 "embedded DuckLake: local catalog file, no Postgres configured (set DUCKLAKE_RDS_HOST for production)"
             ),
             config::Catalog::Postgres {
@@ -80,7 +81,7 @@ impl DuckLakeSink {
                 database,
                 ..
             } => tracing::info!(
-                host = %host, port, database = %database, data_path = %cfg.data_path,
+                host = %host, port, database = %database, data_path = %cfg.lake.data_path,
                 "DuckLake catalog in Postgres"
             ),
         }
@@ -122,7 +123,7 @@ impl DuckLakeSink {
 
     fn session(&mut self) -> Result<&Connection, SinkError> {
         if self.session.is_none() {
-            self.session = Some(connect::open(&self.cfg)?);
+            self.session = Some(connect::open(&self.cfg.lake)?);
         }
         Ok(&self.session.as_ref().expect("just opened").conn)
     }
@@ -159,7 +160,7 @@ impl DuckLakeSink {
     }
 
     fn err(&self, e: duckdb::Error) -> SinkError {
-        classify(connect::scrub(&self.cfg, &e.to_string()))
+        classify(connect::scrub(&self.cfg.lake, &e.to_string()))
     }
 
     /// Registers the prepared batches as the Arrow scan view SCAN. No
@@ -175,7 +176,7 @@ impl DuckLakeSink {
         let session = self.session.as_ref().expect("session open");
         let stream = session
             .register_arrow(SCAN, p.schema.clone(), batches)
-            .map_err(|e| classify(connect::scrub(&self.cfg, &e)))?;
+            .map_err(|e| classify(connect::scrub(&self.cfg.lake, &e)))?;
         // Stays boxed: DuckDB holds a pointer to it until the view is dropped.
         Ok((rows, stream))
     }
@@ -195,7 +196,7 @@ impl DuckLakeSink {
         let session = self.session.as_ref().expect("session open");
         let stream = session
             .register_arrow(dead_letters::SCAN, schema, vec![batch])
-            .map_err(|e| classify(connect::scrub(&self.cfg, &e)))?;
+            .map_err(|e| classify(connect::scrub(&self.cfg.lake, &e)))?;
         Ok(Some(stream))
     }
 
@@ -274,7 +275,7 @@ impl DuckLakeSink {
         }
         if let Err(e) = result {
             let _ = session.execute_raw("ROLLBACK");
-            return Err(classify(connect::scrub(&self.cfg, &e)));
+            return Err(classify(connect::scrub(&self.cfg.lake, &e)));
         }
         let snapshot = session
             .conn
@@ -293,7 +294,7 @@ impl DuckLakeSink {
         if let Some(session) = &self.session {
             let conn = &session.conn;
             if let Err(e) = conn.execute_batch(&self.offsets.prune_sql()) {
-                let e = connect::scrub(&self.cfg, &e.to_string());
+                let e = connect::scrub(&self.cfg.lake, &e.to_string());
                 tracing::info!(error = %e, "pruning old offset rows failed; will try again later");
             }
         }
@@ -446,7 +447,7 @@ impl Sink for DuckLakeSink {
                 }
             }
             let done = to_live::to_live(conn, &mut prepared, &evo.refused, &flush.ranges)
-                .map_err(|e| classify(connect::scrub(&self.cfg, &e)))?;
+                .map_err(|e| classify(connect::scrub(&self.cfg.lake, &e)))?;
             for (col, live, lost) in &done.failed {
                 tracing::warn!(column = %col, live_type = %live, values = lost,
                     "values that do not convert exactly to the column's type are NULL; they are in the dead-letter table");
@@ -459,7 +460,7 @@ impl Sink for DuckLakeSink {
             if !self.cfg.variant_columns.is_empty() {
                 let live = self.live.as_mut().expect("read by ensure");
                 dual = dual_write::companions(conn, &self.cfg, live, &mut prepared)
-                    .map_err(|e| classify(connect::scrub(&self.cfg, &e)))?;
+                    .map_err(|e| classify(connect::scrub(&self.cfg.lake, &e)))?;
                 for (source, why) in &dual.omitted {
                     tracing::warn!(column = %source, why = %why, "VARIANT companion not written for this source; its text column still lands");
                     self.metrics

@@ -57,7 +57,7 @@ fn exec(conn: &Connection, cfg: &DuckLakeConfig, sql: &str) -> Result<(), SinkEr
 }
 
 fn duck_err(cfg: &DuckLakeConfig, e: duckdb::Error) -> SinkError {
-    classify(scrub(cfg, &e.to_string()))
+    classify(scrub(&cfg.lake, &e.to_string()))
 }
 
 /// Makes the table exist with every column of `schema` (already projected
