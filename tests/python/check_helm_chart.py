@@ -195,9 +195,17 @@ def termination_grace(docs: Docs, values: dict[str, Any]) -> list[str]:
     return problems
 
 
+def workloads(docs: Docs) -> Docs:
+    """StatefulSets and the maintenance CronJobs' pod specs, as objects with spec.template."""
+    out = kind(docs, "StatefulSet")
+    for cj in kind(docs, "CronJob"):
+        out.append({"metadata": cj["metadata"], "spec": {"template": cj["spec"]["jobTemplate"]["spec"]["template"]}})
+    return out
+
+
 def no_inline_secrets(docs: Docs, values: dict[str, Any]) -> list[str]:
     problems = []
-    for sts in kind(docs, "StatefulSet"):
+    for sts in workloads(docs):
         for c in containers(sts).values():
             for name, e in env(c).items():
                 where = f"{sts['metadata']['name']}/{c['name']} {name}"
@@ -206,6 +214,38 @@ def no_inline_secrets(docs: Docs, values: dict[str, Any]) -> list[str]:
                 if SECRET_NAME.search(name) and not FILE_NAME.search(name):
                     if "value" in e or "secretKeyRef" not in e.get("valueFrom", {}):
                         problems.append(f"{where}: a credential not from a secretKeyRef")
+    return problems
+
+
+def maintenance_per_ducklake_pipeline(docs: Docs, values: dict[str, Any]) -> list[str]:
+    """One CronJob per DuckLake pipeline, running millpond-lake from the DuckLake
+    writer image against that pipeline's table with the writer's lake settings."""
+    problems = []
+    jobs = {cj["metadata"]["name"]: cj for cj in kind(docs, "CronJob")}
+    ducklake = [p for p in values["pipelines"] if p["destination"] == "ducklake"]
+    if len(jobs) != len(ducklake):
+        problems.append(f"{len(jobs)} CronJobs for {len(ducklake)} DuckLake pipelines")
+    by_table = {}
+    for cj in jobs.values():
+        c = cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+        by_table[env_value(c, "DUCKLAKE_TABLE")] = (cj, c)
+    for p in ducklake:
+        found = by_table.get(p["table"])
+        if not found:
+            problems.append(f"{p['name']}: no CronJob for table {p['table']}")
+            continue
+        cj, c = found
+        if cj["spec"].get("concurrencyPolicy") != "Forbid":
+            problems.append(f"{cj['metadata']['name']}: runs may overlap")
+        if "millpond-writer-ducklake" not in c["image"] or c.get("command") != ["/usr/local/bin/millpond-lake"]:
+            problems.append(f"{cj['metadata']['name']}: not millpond-lake from the DuckLake writer image")
+        if "--yes" not in c.get("args", []):
+            problems.append(f"{cj['metadata']['name']}: destructive commands need --yes without a terminal")
+        sts = next(s for s in kind(docs, "StatefulSet") if env_value(containers(s)["writer"], "DUCKLAKE_TABLE") == p["table"])
+        writer = env(containers(sts)["writer"])
+        for name in ("DUCKLAKE_RDS_HOST", "DUCKLAKE_DATA_PATH", "DUCKDB_S3_SECRET_ACCESS_KEY"):
+            if writer.get(name) != env(c).get(name):
+                problems.append(f"{cj['metadata']['name']}: {name} differs from the writer's")
     return problems
 
 
@@ -262,6 +302,7 @@ RENDERED_CHECKS: list[Callable[[Docs, dict[str, Any]], list[str]]] = [
     credentials_isolated,
     memory_follows_flush_size,
     schemas_validate,
+    maintenance_per_ducklake_pipeline,
 ]
 
 
@@ -313,6 +354,11 @@ BREAKS: dict[str, Callable[[Docs], None]] = {
     ),
     "memory_follows_flush_size": break_memory,
     "schemas_validate": break_schema,
+    "maintenance_per_ducklake_pipeline": lambda d: set_env(
+        kind(d, "CronJob")[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0],
+        "DUCKLAKE_DATA_PATH",
+        {"value": "s3://elsewhere/"},
+    ),
 }
 
 # Values the chart itself must refuse at render, with the words it must say.
@@ -351,7 +397,9 @@ def main() -> int:
     check("lint: values-multi", lambda: ht.lint(values))
     check("lint: catches a broken template", lint_catches_broken_template)
     docs = render(values)
-    check("render: objects", lambda: [] if len(docs) == 3 * len(values["pipelines"]) + 1 else [f"{len(docs)} objects"])
+    ducklake_pipelines = sum(p["destination"] == "ducklake" for p in values["pipelines"])
+    want = 3 * len(values["pipelines"]) + 1 + (ducklake_pipelines if values.get("maintenance", {}).get("enabled") else 0)
+    check("render: objects", lambda: [] if len(docs) == want else [f"{len(docs)} objects, want {want}"])
     check("render: chart defaults make no objects", lambda: [f"{len(render({}))} objects"] if render({}) else [])
     for fn in RENDERED_CHECKS:
         check(fn.__name__, lambda fn=fn: fn(docs, values))
