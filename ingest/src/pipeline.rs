@@ -110,7 +110,7 @@ impl Pipeline {
             if self
                 .run_to_latest
                 .as_ref()
-                .is_some_and(|r| r.reached(&self.next))
+                .is_some_and(|r| r.reached_by(&self.consumer, &self.cfg.kafka.topic, &self.next))
             {
                 tracing::info!(
                     pending_rows = self.stages.rows(),
