@@ -417,6 +417,28 @@ impl Publisher {
         Ok(table)
     }
 
+    /// [`Self::bootstrap`] with the write-path ladder for transient catalog
+    /// errors (the writer resolves the table before converting values, out
+    /// of [`Self::publish`]'s own retries).
+    pub async fn bootstrap_retrying(&mut self, schema: &Schema) -> Result<Table, PublishError> {
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            match self.bootstrap(schema).await {
+                Ok(t) => return Ok(t),
+                Err(e)
+                    if e.class() != ErrorClass::Permanent && attempt < self.retry.max_attempts =>
+                {
+                    let pause = self.retry.delay(attempt, e.retry_after());
+                    tracing::warn!(table = %self.qualified(), attempt, error = %e,
+                        pause_ms = pause.as_millis() as u64, "hoglake: resolving the table failed; retrying");
+                    tokio::time::sleep(pause).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Table `name` of the namespace exists (created from `schema` plus
     /// `_inserted_at`), with every column of `schema` the catalog accepts,
     /// and with live int/float columns promoted where the batch is wider.
@@ -598,6 +620,9 @@ impl Publisher {
             .unwrap_or(0);
         let mut held: Option<Prepared> = None;
         let mut attempt = 0u32;
+        // A send of this call may have landed unanswered: a later
+        // "already published" under the same key is then this call's own.
+        let mut uncertain = false;
         loop {
             attempt += 1;
             let error = match self
@@ -611,10 +636,31 @@ impl Publisher {
                 )
                 .await
             {
+                Ok(receipt) if uncertain && receipt.outcome == Outcome::AlreadyPublished => {
+                    let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+                    let letters = dead_letters.iter().map(|b| b.num_rows() as u64).sum();
+                    tracing::info!(key = ?receipt.idempotency_key, rows,
+                        "hoglake: an earlier send of this flush landed unanswered; counting it as this flush's publication");
+                    return Ok(PublishReceipt {
+                        outcome: Outcome::Replayed,
+                        rows,
+                        dead_letters: letters,
+                        ..receipt
+                    });
+                }
                 Ok(receipt) => return Ok(receipt),
                 Err(e) => e,
             };
-            match error.class() {
+            uncertain |= held.as_ref().is_some_and(|p| p.maybe_applied);
+            // A 2xx whose body could not be read may have applied: resend
+            // the identical payload rather than give up.
+            let class = match &error {
+                PublishError::Catalog(CatalogError::Decode { .. }) if uncertain => {
+                    ErrorClass::Retry
+                }
+                _ => error.class(),
+            };
+            match class {
                 ErrorClass::Retry => {}
                 ErrorClass::RePrepare => {
                     if let Some(p) = held.take() {
@@ -781,7 +827,12 @@ impl Publisher {
             .filter(|_| dead_letters.iter().any(|b| b.num_rows() > 0))
         {
             let dl_table = self.resolve(&dl_name, &union_schema(dead_letters)).await?;
-            read_snapshot = read_snapshot.max(dl_table.read_snapshot_id);
+            // The earlier read: DDL on either table after it must refuse
+            // the commit (one re-prepare after this writer's own DDL).
+            read_snapshot = match (read_snapshot, dl_table.read_snapshot_id) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let (files, more) =
                 self.encode(&dl_table, &dl_name, dead_letters, inserted_at, &key)?;
             letters = files.iter().map(|f| f.record_count).sum();

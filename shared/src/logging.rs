@@ -148,7 +148,10 @@ pub fn init(cfg: &CommonConfig, service: &str) -> LogGuard {
     if let Some(e) = problem {
         tracing::error!(error = %e, "log export disabled; logs go to stdout only");
     } else if let Some(x) = &cfg.log_export {
-        tracing::info!(endpoint = %x.endpoint, service, "exporting logs over OTLP/HTTP");
+        // Scheme and host only: a URL may carry credentials.
+        let shown = x.endpoint.split('/').take(3).collect::<Vec<_>>().join("/");
+        let shown = shown.rsplit('@').next().unwrap_or_default();
+        tracing::info!(endpoint = %shown, service, "exporting logs over OTLP/HTTP");
     }
     LogGuard(provider)
 }

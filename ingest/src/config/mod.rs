@@ -106,6 +106,14 @@ impl IngestConfig {
             format!("millpond-{destination}-{topic}-{table}")
         };
         let kafka = KafkaConfig::from_env(&mut r, env, bootstrap_servers, topic, &default_group);
+        if flush.run_to_latest && kafka.auto_offset_reset == OffsetReset::Latest {
+            // A partition with no committed offset would start at its end,
+            // skip what arrives meanwhile, and never reach the mark.
+            r.errors.push(
+                "MILLPOND_RUN_TO_LATEST",
+                "cannot be combined with KAFKA_AUTO_OFFSET_RESET=latest (there is nothing to run to); use earliest",
+            );
+        }
         let writer_addr = r.string_or("MILLPOND_WRITER_ADDR", millpond_proto::DEFAULT_WRITER_ADDR);
         let port_ok = writer_addr
             .rsplit_once(':')
@@ -303,5 +311,20 @@ mod tests {
             IngestConfig::from_env(&env).is_err(),
             "ordinal 2 with 2 replicas"
         );
+    }
+
+    #[test]
+    fn run_to_latest_refuses_the_latest_reset() {
+        let env = Env::from_pairs([
+            ("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
+            ("KAFKA_TOPIC", "events"),
+            ("DUCKLAKE_TABLE", "events"),
+            ("REPLICA_COUNT", "1"),
+            ("POD_NAME", "millpond-0"),
+            ("MILLPOND_RUN_TO_LATEST", "true"),
+            ("KAFKA_AUTO_OFFSET_RESET", "latest"),
+        ]);
+        let errs = IngestConfig::from_env(&env).unwrap_err();
+        assert_eq!(errs.vars(), ["MILLPOND_RUN_TO_LATEST"]);
     }
 }

@@ -71,7 +71,8 @@ pub mod dead_letter_reason {
     pub const COLUMN_COERCION: &str = "column_coercion";
     /// Record level: the message is larger than MILLPOND_MAX_RECORD_BYTES.
     pub const OVERSIZED_RECORD: &str = "oversized_record";
-    /// The catalog refused to add the key's column (hoglake).
+    /// The catalog refused to add the key's column, or the live column has
+    /// a type the writer does not write (hoglake `variant`).
     pub const COLUMN_REFUSED: &str = "column_refused";
     /// The key is a VARIANT companion (`{source}_variant` of a configured
     /// source, or a column the table holds as VARIANT): payload text must

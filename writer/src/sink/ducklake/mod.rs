@@ -375,6 +375,8 @@ impl Sink for DuckLakeSink {
         let mut cast = Vec::new();
         let mut dual = DualWrite::default();
         let mut collided: Vec<DeadLetter> = Vec::new();
+        // Counted once the flush is committed.
+        let mut stripped = 0u64;
         if rows_in > 0 {
             let conn = &self.session.as_ref().expect("session open").conn;
             let strip = {
@@ -390,9 +392,7 @@ impl Sink for DuckLakeSink {
             };
             if !strip.is_empty() {
                 tracing::warn!(columns = ?strip, "payload keys collide with VARIANT companions; their values are dead letters (variant_companion_collision)");
-                self.metrics
-                    .variant_companion_columns_dropped
-                    .inc_by(strip.len() as u64);
+                stripped = strip.len() as u64;
                 if strip.len() == prepared.schema.fields().len() {
                     // Nothing else in these records: they are dead letters whole.
                     collided =
@@ -463,10 +463,6 @@ impl Sink for DuckLakeSink {
                     .map_err(|e| classify(connect::scrub(&self.cfg.lake, &e)))?;
                 for (source, why) in &dual.omitted {
                     tracing::warn!(column = %source, why = %why, "VARIANT companion not written for this source; its text column still lands");
-                    self.metrics
-                        .errors
-                        .with_label_values(&[error_type::SCHEMA])
-                        .inc();
                 }
             }
         }
@@ -522,8 +518,16 @@ impl Sink for DuckLakeSink {
                 Vec::new(),
             );
             committed = self.commit(flush, rows, Some(&plain), dl_stream.is_some());
-        } else if committed.is_ok() {
+        }
+        if committed.is_ok() {
             self.metrics.variant_values_coerced.inc_by(dual.coerced);
+            self.metrics
+                .variant_companion_columns_dropped
+                .inc_by(stripped);
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::SCHEMA])
+                .inc_by(dual.omitted.len() as u64);
         }
         let session = self.session.as_ref().expect("session open");
         if stream.is_some() {

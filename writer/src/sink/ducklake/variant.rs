@@ -98,7 +98,9 @@ pub fn quote_poison(text: &str) -> Option<String> {
                     i += 1;
                 }
                 let token = &text[start..i];
-                let poison = token.bytes().all(|c| c.is_ascii_digit())
+                // Leading zeros are not JSON: such text stays malformed.
+                let poison = !token.starts_with('0')
+                    && token.bytes().all(|c| c.is_ascii_digit())
                     && token.parse::<u64>().is_ok_and(|v| v > i64::MAX as u64);
                 if poison {
                     let o = out.get_or_insert_with(|| String::with_capacity(text.len() + 8));
@@ -173,6 +175,7 @@ mod tests {
             )
         );
         assert_eq!(quote_poison(r#"{"n": 12345678901234567890.5}"#), None);
+        assert_eq!(quote_poison(r#"{"n": 09223372036854775808}"#), None);
         assert_eq!(
             quote_poison(r#"{"n": 5, "s": "9999999999999999999"}"#),
             None

@@ -222,15 +222,23 @@ impl HoglakeSink {
     /// exactly; what cannot be kept becomes a dead letter.
     fn align(&mut self, flush: &Flush, prepared: &mut Prepared) -> Result<(), SinkError> {
         let publisher = self.publisher.as_mut().expect("opened by write");
-        let result = self.runtime.block_on(publisher.bootstrap(&prepared.schema));
+        let result = self
+            .runtime
+            .block_on(publisher.bootstrap_retrying(&prepared.schema));
         self.count_schema();
         let table = result.map_err(|e| Self::error(&self.cfg, &e))?;
+        // Columns the files cannot carry: refused by the catalog, or live
+        // with a type the writer does not write (variant).
+        let file_schema =
+            millpond_hoglake::arrow_schema::arrow_schema(&table.columns).map_err(|e| {
+                SinkError::permanent(format!("table {}: {e}", self.cfg.qualified_table()))
+            })?;
         let absent: Vec<String> = prepared
             .schema
             .fields()
             .iter()
             .map(|f| f.name().clone())
-            .filter(|n| !table.columns.iter().any(|c| &c.name == n))
+            .filter(|n| file_schema.field_with_name(n).is_err())
             .collect();
         prepared.refuse(&absent, dead_letter_reason::COLUMN_REFUSED, &flush.ranges);
         let converted = to_live::to_live(prepared, &table, &flush.ranges)

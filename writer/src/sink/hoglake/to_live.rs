@@ -37,17 +37,56 @@ fn target(t: ColumnType) -> Option<Target> {
         T::Float => Some(Target::Float32),
         T::Double => Some(Target::Float64),
         T::Boolean => Some(Target::Boolean),
-        T::String | T::Json => Some(Target::Text),
+        T::String => Some(Target::Text),
         T::Uuid => Some(Target::Uuid),
         T::Timestamptz => Some(Target::TimestampTz),
         _ => None,
     }
 }
 
+/// Numbers are never read as dates or times: Arrow would cast 1700000000
+/// into a timestamp in 1970 and back unchanged.
+fn reinterprets(from: &DataType, to: &DataType) -> bool {
+    from.is_numeric()
+        && matches!(
+            to,
+            DataType::Date32
+                | DataType::Date64
+                | DataType::Time32(_)
+                | DataType::Time64(_)
+                | DataType::Timestamp(..)
+                | DataType::Duration(_)
+                | DataType::Interval(_)
+        )
+}
+
+/// Rows of a text column that are not a JSON object or array: a live
+/// `json` column keeps only what is unambiguously JSON (a string "123"
+/// must not become the number 123).
+fn json_failures(source: &dyn Array) -> Option<Vec<usize>> {
+    let text = source
+        .as_any()
+        .downcast_ref::<arrow::array::StringArray>()?;
+    Some(
+        (0..text.len())
+            .filter(|&r| text.is_valid(r))
+            .filter(|&r| {
+                let v = text.value(r).trim_start();
+                !(v.starts_with('{') || v.starts_with('['))
+                    || serde_json::from_str::<serde::de::IgnoredAny>(v).is_err()
+            })
+            .collect(),
+    )
+}
+
 /// Rows of `source` (valid there) that do not survive `source -> to ->
 /// source` unchanged, and the converted array with those rows NULL.
 fn round_trip(source: &dyn Array, to: &DataType) -> (ArrayRef, Vec<usize>) {
     let safe = CastOptions::default();
+    if reinterprets(source.data_type(), to) {
+        let all: Vec<usize> = (0..source.len()).filter(|&r| source.is_valid(r)).collect();
+        return (arrow::array::new_null_array(to, source.len()), all);
+    }
     let Ok(there) = cast_with_options(source, to, &safe) else {
         let all: Vec<usize> = (0..source.len()).filter(|&r| source.is_valid(r)).collect();
         return (arrow::array::new_null_array(to, source.len()), all);
@@ -94,23 +133,48 @@ pub fn to_live(
         let Ok(live_field) = file_schema.field_with_name(name) else {
             continue;
         };
-        if field.data_type().equals_datatype(live_field.data_type()) {
-            continue;
-        }
         let live = table
             .columns
             .iter()
             .find(|c| &c.name == name)
             .map(|c| c.column_type)
             .ok_or_else(|| format!("column {name} is in the file schema but not the table"))?;
+        // Same Arrow type is not enough: a live uint32 or int column is
+        // written as Int64, json as Utf8; their values still need checking.
+        let narrower = matches!(
+            live,
+            ColumnType::Int8
+                | ColumnType::Int16
+                | ColumnType::Int
+                | ColumnType::Uint8
+                | ColumnType::Uint16
+                | ColumnType::Uint32
+                | ColumnType::Uint64
+                | ColumnType::Json
+        );
+        if !narrower && field.data_type().equals_datatype(live_field.data_type()) {
+            continue;
+        }
         let mut lost = 0;
         for (b, cols) in columns.iter_mut().enumerate() {
             let source = cols[idx].clone();
-            let (array, failed) =
+            let (array, failed) = if live == ColumnType::Json {
+                match json_failures(source.as_ref()) {
+                    Some(failed) => {
+                        let mask: BooleanArray = (0..source.len())
+                            .map(|r| Some(failed.binary_search(&r).is_ok()))
+                            .collect();
+                        let kept = nullif(source.as_ref(), &mask).map_err(|e| e.to_string())?;
+                        (kept, failed)
+                    }
+                    None => round_trip(source.as_ref(), live_field.data_type()),
+                }
+            } else {
                 match target(live).and_then(|t| exact::convert(source.as_ref(), t)) {
                     Some(c) => (c.array, c.failed),
                     None => round_trip(source.as_ref(), live_field.data_type()),
-                };
+                }
+            };
             let coords = p.coordinates.get(b).and_then(Option::as_ref);
             for &row in &failed {
                 let at = coords.map(|c| c.get(row));
@@ -272,6 +336,38 @@ mod tests {
             .map(|d| d.original.as_slice())
             .collect();
         assert_eq!(originals, [&b"2026-3-1"[..], b"soon"]);
+    }
+
+    #[test]
+    fn narrow_live_integers_and_json_are_checked_and_numbers_never_become_times() {
+        let f = flush(vec![
+            (
+                "u",
+                Arc::new(arrow::array::Int64Array::from(vec![7, -1, 5_000_000_000])) as ArrayRef,
+            ),
+            (
+                "j",
+                Arc::new(StringArray::from(vec![r#"{"a": 1}"#, "123", "[1"])) as ArrayRef,
+            ),
+            (
+                "t",
+                Arc::new(arrow::array::Int64Array::from(vec![1_700_000_000, 1, 2])) as ArrayRef,
+            ),
+        ]);
+        let t = table(
+            r#"[{"name": "u", "type": "uint32", "field_id": 1, "ordinal": 0},
+                {"name": "j", "type": "json", "field_id": 2, "ordinal": 1},
+                {"name": "t", "type": "timestamp", "field_id": 3, "ordinal": 2}]"#,
+        );
+        let (p, c) = run(&f, &t);
+        let lost: Vec<(&str, usize)> = c.iter().map(|(n, _, l)| (n.as_str(), *l)).collect();
+        assert_eq!(lost, [("u", 2), ("j", 2), ("t", 3)]);
+        let u = p.batches[0].column(0);
+        assert!(u.is_valid(0) && u.is_null(1) && u.is_null(2));
+        let j = p.batches[0].column(1).as_string::<i32>();
+        assert_eq!(j.value(0), r#"{"a": 1}"#);
+        assert!(j.is_null(1) && j.is_null(2));
+        assert_eq!(p.batches[0].column(2).null_count(), 3);
     }
 
     #[test]
