@@ -15,8 +15,9 @@
 # from the repository), BENCH_EVENTS (200000), BENCH_PARTITIONS (4),
 # BENCH_SEED (42), BENCH_POISON_RATE (0.01), BENCH_FLUSH_SIZE (104857600),
 # BENCH_EXTRA_ENV (VAR=value pairs for ingest and writer), NISSHI (default
-# ~/.cargo/bin/nisshi from scripts/setup-nisshi.sh). The run's files stay in
-# $MILLPOND_STATE/bench.
+# ~/.cargo/bin/nisshi from scripts/setup-nisshi.sh), BENCH_PERF=DIR (profile
+# ingest, writer and the model with perf into DIR; see scripts/bench-lib.sh).
+# The run's files stay in $MILLPOND_STATE/bench.
 #
 # BENCH_JSONL=FILE measures Millpond alone on FILE's payloads (one per line)
 # served by the mock broker (BENCH_PARTITIONS default 64 then: it keeps
@@ -25,10 +26,12 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
 . scripts/env.sh
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 dir=$MILLPOND_STATE/bench
 rm -rf "$dir" && mkdir -p "$dir"
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+# Whatever of ours still runs when this script ends (a failure).
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 trap 'exit 130' INT TERM
 
 if [ -n "${BENCH_JSONL:-}" ]; then
@@ -37,11 +40,11 @@ if [ -n "${BENCH_JSONL:-}" ]; then
     cargo build --release -p millpond-ingest --bin millpond-mock-broker >&2
     "$CARGO_TARGET_DIR/release/millpond-mock-broker" --topic events --partitions "${BENCH_PARTITIONS:-64}" \
         --jsonl "$BENCH_JSONL" >"$dir/broker.out" 2>"$dir/broker.log" &
-    pids+=($!)
+    broker=$!
     for _ in $(seq 1200); do grep -q BOOTSTRAP= "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done
     bootstrap=$(sed -n 's/^BOOTSTRAP=//p' "$dir/broker.out")
     [ -n "$bootstrap" ] || { cat "$dir/broker.log" >&2; millpond_die "mock broker did not start"; }
-    BENCH_BROKER_PID=${pids[0]} scripts/bench-pipeline.sh "$bootstrap" events "$events" "$dir" \
+    BENCH_BROKER_PID=$broker scripts/bench-pipeline.sh "$bootstrap" events "$events" "$dir" \
         || millpond_die "the mock broker keeps ~5 MiB per partition and drops the rest: if fewer than $events records were consumed, raise BENCH_PARTITIONS"
     exit 0
 fi
@@ -60,15 +63,12 @@ done
 [ -s "$DUCKDB_EXTENSION_DIR/v$MILLPOND_DUCKDB_VERSION/$(millpond_duckdb_platform)/sqlite_scanner.duckdb_extension" ] \
     || millpond_die "DuckDB extensions missing: run scripts/setup-extensions.sh"
 [ -x /usr/bin/time ] || millpond_die "/usr/bin/time missing (apt-get install time)"
-tick=$(getconf CLK_TCK)
-cpu() { awk -v t="$tick" '{printf "%.3f", ($14+$15)/t}' "/proc/$1/stat"; }
 
-port=$("$MILLPOND_PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-bootstrap=127.0.0.1:$port
+bootstrap=127.0.0.1:$(bench_port)
 mkdir -p "$dir/nisshi"
 (cd "$dir/nisshi" && exec "$nisshi" broker --listener-url "tcp://$bootstrap" \
     --advertised-listener-url "tcp://$bootstrap" --storage-engine memory://nisshi/) >"$dir/broker.log" 2>&1 &
-broker=$!; pids+=("$broker")
+broker=$!
 for _ in $(seq 120); do
     kill -0 "$broker" 2>/dev/null || { tail "$dir/broker.log" >&2; millpond_die "nisshi exited during startup"; }
     "$nisshi" topic list --broker "tcp://$bootstrap" >/dev/null 2>&1 && break
@@ -89,15 +89,16 @@ BENCH_EXTRA_ENV="DUCKLAKE_QUOTED_COLUMNS=true ${BENCH_EXTRA_ENV:-}" BENCH_BROKER
 
 # The model, as run_baseline.sh runs it, on the same broker and topic.
 mkdir -p "$dir/py-lake/data"
-broker0=$(cpu "$broker")
-rc=0
-FLUSH_SIZE=$flush_size FLUSH_INTERVAL_MS=60000 CONSUME_BATCH_SIZE=1000 \
+broker0=$(bench_cpu "$broker")
+bench_perf_prefix baseline
+FLUSH_SIZE=$flush_size FLUSH_INTERVAL_MS=60000 CONSUME_BATCH_SIZE=1000 "${bench_prefix[@]}" \
     /usr/bin/time -v -o "$dir/baseline.time" "$MILLPOND_PYTHON" "$shared/py_baseline.py" \
     --bootstrap "$bootstrap" --topic events --group-id py-baseline \
     --catalog "$dir/py-lake/catalog.ducklake" --data-path "$dir/py-lake/data/" \
-    --ext-dir "$DUCKDB_EXTENSION_DIR" >"$dir/baseline.json" 2>"$dir/baseline.err" || rc=$?
+    --ext-dir "$DUCKDB_EXTENSION_DIR" >"$dir/baseline.json" 2>"$dir/baseline.err" &
+rc=0; wait $! || rc=$?
 [ "$rc" -eq 0 ] || { cat "$dir/baseline.err" "$dir/baseline.json" >&2; millpond_die "py_baseline.py exited $rc"; }
-printf 'broker_cpu_s=%s\next_dir=%s\n' "$(awk -v a="$broker0" -v b="$(cpu "$broker")" 'BEGIN {printf "%.2f", b - a}')" \
+printf 'broker_cpu_s=%s\next_dir=%s\n' "$(awk -v a="$broker0" -v b="$(bench_cpu "$broker")" 'BEGIN {printf "%.2f", b - a}')" \
     "$DUCKDB_EXTENSION_DIR" >"$dir/baseline.samples"
 kill "$broker"; wait "$broker" 2>/dev/null || true
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

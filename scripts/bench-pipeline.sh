@@ -10,7 +10,8 @@
 #   RECORDS: how many records the topic holds (tombstones included)
 # BENCH_FLUSH_SIZE (104857600), BENCH_GROUP_ID (millpond-bench),
 # BENCH_TIMEOUT_S (900), BENCH_EXTRA_ENV (VAR=value pairs for both
-# processes), BENCH_BROKER_PID (also report that process's CPU).
+# processes), BENCH_BROKER_PID (also report that process's CPU), BENCH_PERF
+# (profile both processes, scripts/bench-lib.sh).
 #
 # Measured: CPU of every thread (/proc/<pid>/stat utime+stime) of the
 # writer from ready to ingest's exit (its startup is reported apart) and of
@@ -24,7 +25,9 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
 . scripts/env.sh
-[ $# -eq 4 ] || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
+[ $# -eq 4 ] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 bootstrap=$1 topic=$2 records=$3 run=$4
 flush_size=${BENCH_FLUSH_SIZE:-104857600}
 timeout_s=${BENCH_TIMEOUT_S:-900}
@@ -37,34 +40,35 @@ mkdir -p "$run"
 lake=$run/millpond-lake
 rm -rf "$lake"
 
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done' EXIT
+# Whatever of ours still runs when this script ends (a failure).
+trap 'kill -9 $(jobs -p) 2>/dev/null || true' EXIT
 trap 'exit 130' INT TERM
-tick=$(getconf CLK_TCK)
-cpu() { awk -v t="$tick" '{printf "%.3f", ($14+$15)/t}' "/proc/$1/stat"; }
-port() { "$MILLPOND_PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-flight_port=$(port) writer_http=$(port) ingest_http=$(port)
+flight_port=$(bench_port) writer_http=$(bench_port) ingest_http=$(bench_port)
 
 export DUCKLAKE_TABLE=events MILLPOND_LAKE_DIR=$lake MILLPOND_LOG_FORMAT=json LOG_LEVEL=info
 export MILLPOND_WRITER_ADDR=127.0.0.1:$flight_port MILLPOND_WRITER_HTTP_PORT=$writer_http
-env "${extra_env[@]}" "$bin/millpond-writer" >"$run/writer.log" 2>&1 &
-writer=$!; pids+=("$writer")
+bench_perf_prefix writer
+env "${extra_env[@]}" "${bench_prefix[@]}" "$bin/millpond-writer" >"$run/writer.log" 2>&1 &
+writer_job=$!
+writer=$(bench_unwrap "$writer_job") || millpond_die "millpond-writer did not start"
 for _ in $(seq 600); do curl -sf "http://127.0.0.1:$writer_http/readyz" >/dev/null && break; sleep 0.1; done
 curl -sf "http://127.0.0.1:$writer_http/readyz" >/dev/null \
     || { tail "$run/writer.log" >&2; millpond_die "writer not ready"; }
 # The writer's startup (DuckDB, extensions, catalog attach) is not per record.
-writer_startup=$(cpu "$writer")
-broker0=$( [ -n "${BENCH_BROKER_PID:-}" ] && cpu "$BENCH_BROKER_PID" || echo 0)
+writer_startup=$(bench_cpu "$writer")
+writer_ready=$(date +%s.%N)
+broker0=$( [ -n "${BENCH_BROKER_PID:-}" ] && bench_cpu "$BENCH_BROKER_PID" || echo 0)
 
+bench_perf_prefix ingest
 env "${extra_env[@]}" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" KAFKA_TOPIC="$topic" \
     GROUP_ID="${BENCH_GROUP_ID:-millpond-bench}" REPLICA_COUNT=1 POD_NAME=millpond-0 \
     MILLPOND_HTTP_PORT="$ingest_http" MILLPOND_RUN_TO_LATEST=true FLUSH_SIZE="$flush_size" \
-    FLUSH_INTERVAL_MS=60000 \
+    FLUSH_INTERVAL_MS=60000 "${bench_prefix[@]}" \
     /usr/bin/time -f '%e %U %S %M' -o "$run/ingest.time" "$bin/millpond-ingest" >"$run/ingest.log" 2>&1 &
-timer=$!; pids+=("$timer")
-ingest=""
-for _ in $(seq 500); do ingest=$(pgrep -P "$timer" || true); [ -n "$ingest" ] && break; sleep 0.01; done
-[ -n "$ingest" ] || millpond_die "millpond-ingest did not start"
+ingest_job=$!
+if ! timer=$(bench_unwrap "$ingest_job") || ! ingest=$(bench_child "$timer"); then
+    millpond_die "millpond-ingest did not start"
+fi
 # Ingest's startup ends where its loop starts: the run-to-latest targets are
 # logged right before the first consume. Its final counters are read once
 # the last record is counted (the "final flush" line), while it flushes.
@@ -72,7 +76,7 @@ ingest_startup="" deadline=$((SECONDS + timeout_s))
 rm -f "$run/ingest.metrics"
 while kill -0 "$ingest" 2>/dev/null; do
     if [ -z "$ingest_startup" ] && grep -q 'running to the high watermarks read at startup' "$run/ingest.log"; then
-        ingest_startup=$(cpu "$ingest" 2>/dev/null || true)
+        ingest_startup=$(bench_cpu "$ingest" 2>/dev/null || true)
     fi
     if [ ! -s "$run/ingest.metrics" ] && grep -q 'startup high watermark; final flush' "$run/ingest.log"; then
         curl -sf "http://127.0.0.1:$ingest_http/metrics" >"$run/ingest.metrics.part" 2>/dev/null \
@@ -81,18 +85,19 @@ while kill -0 "$ingest" 2>/dev/null; do
     [ "$SECONDS" -lt "$deadline" ] || { tail "$run/ingest.log" >&2; millpond_die "ingest did not finish within ${timeout_s}s"; }
     sleep 0.02
 done
-rc=0; wait "$timer" || rc=$?
-writer_total=$(cpu "$writer")
-broker1=$( [ -n "${BENCH_BROKER_PID:-}" ] && cpu "$BENCH_BROKER_PID" || echo 0)
+rc=0; wait "$ingest_job" || rc=$?
+writer_total=$(bench_cpu "$writer")
+broker1=$( [ -n "${BENCH_BROKER_PID:-}" ] && bench_cpu "$BENCH_BROKER_PID" || echo 0)
 writer_hwm_kb=$(awk '/VmHWM/ {print $2}' "/proc/$writer/status")
 curl -sf "http://127.0.0.1:$writer_http/metrics" >"$run/writer.metrics" || millpond_die "writer metrics not readable"
 [ "$rc" -eq 0 ] || { tail -n 20 "$run/ingest.log" >&2; millpond_die "millpond-ingest exited $rc"; }
 [ -s "$run/ingest.metrics" ] || millpond_die "ingest exited before its final counters were scraped"
-kill -TERM "$writer"; wait "$writer" || true
+kill -TERM "$writer"; wait "$writer_job" || true
 
 cat >"$run/millpond.samples" <<EOF
 records=$records
 writer_startup_cpu_s=$writer_startup
+writer_ready_epoch_s=$writer_ready
 writer_total_cpu_s=$writer_total
 writer_peak_rss_kb=$writer_hwm_kb
 ingest_startup_cpu_s=${ingest_startup:-0}
