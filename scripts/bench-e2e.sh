@@ -46,6 +46,7 @@ if [ -n "${BENCH_JSONL:-}" ]; then
     [ -n "$bootstrap" ] || { cat "$dir/broker.log" >&2; millpond_die "mock broker did not start"; }
     BENCH_BROKER_PID=$broker scripts/bench-pipeline.sh "$bootstrap" events "$events" "$dir" \
         || millpond_die "the mock broker keeps ~5 MiB per partition and drops the rest: if fewer than $events records were consumed, raise BENCH_PARTITIONS"
+    kill "$broker"; wait "$broker" 2>/dev/null || true
     exit 0
 fi
 
