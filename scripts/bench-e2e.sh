@@ -1,81 +1,106 @@
 #!/usr/bin/env bash
-# End-to-end benchmark: a local broker preloaded with PostHog-like events
-# (~1.3 KB each) -> ingest -> writer -> embedded DuckLake. Prints records/s,
-# records per CPU-second and peak RSS per process.
+# End-to-end benchmark: Millpond side by side with the model of the original
+# Python hot path (the performance anchor), on one workload, in one run:
+#   nisshi, memory storage <- gen_events.py: BENCH_EVENTS PostHog-like events
+#     (~1.3 KB; seed 42, 1 % poison: invalid JSON, arrays, scalars, tombstones,
+#     empty values, integers past int64), 4 partitions
+#   1. millpond-ingest (run to latest) + millpond-writer -> embedded DuckLake,
+#      measured by scripts/bench-pipeline.sh
+#   2. py_baseline.py on the same topic, its own group -> its own embedded
+#      DuckLake, under /usr/bin/time -v as run_baseline.sh runs it
+# then checks both lakes against the generator and prints both lines and the
+# ratios (scripts/bench_pipeline.py). Exits non-zero when a check fails.
 #
-# BENCH_EVENTS (default 200000), BENCH_PARTITIONS (default 64; the mock
-# broker keeps ~5 MiB per partition), BENCH_FLUSH_SIZE (default 104857600),
-# BENCH_JSONL (a file of payloads, one per line, instead of sample events),
-# BENCH_TIMEOUT_S (default 900: the run fails rather than wait forever),
-# BENCH_EXTRA_ENV (space-separated VAR=value pairs for ingest and writer).
+# BENCH_SHARED_DIR (gen_events.py, py_baseline.py; default ../shared/bench
+# from the repository), BENCH_EVENTS (200000), BENCH_PARTITIONS (4),
+# BENCH_SEED (42), BENCH_POISON_RATE (0.01), BENCH_FLUSH_SIZE (104857600),
+# BENCH_EXTRA_ENV (VAR=value pairs for ingest and writer), NISSHI (default
+# ~/.cargo/bin/nisshi from scripts/setup-nisshi.sh), BENCH_PERF=DIR (profile
+# ingest, writer and the model with perf into DIR; see scripts/bench-lib.sh).
+# The run's files stay in $MILLPOND_STATE/bench.
+#
+# BENCH_JSONL=FILE measures Millpond alone on FILE's payloads (one per line)
+# served by the mock broker (BENCH_PARTITIONS default 64 then: it keeps
+# ~5 MiB per partition); scripts/bench-memory.sh uses it.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
 . scripts/env.sh
-events=${BENCH_EVENTS:-200000}
-jsonl=${BENCH_JSONL:-}
-timeout_s=${BENCH_TIMEOUT_S:-900}
-read -r -a extra_env <<<"${BENCH_EXTRA_ENV:-}"
-if [ -n "$jsonl" ]; then
-    [ -f "$jsonl" ] || millpond_die "BENCH_JSONL=$jsonl: no such file"
-    events=$(grep -c . "$jsonl")
-fi
-partitions=${BENCH_PARTITIONS:-64}
-flush_size=${BENCH_FLUSH_SIZE:-104857600}
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 dir=$MILLPOND_STATE/bench
-bin=$CARGO_TARGET_DIR/release
-cargo build --release --workspace --bins >&2
 rm -rf "$dir" && mkdir -p "$dir"
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done' EXIT
+# Whatever of ours still runs when this script ends (a failure).
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 trap 'exit 130' INT TERM
 
-if [ -n "$jsonl" ]; then
-    load=(--jsonl "$jsonl")
-else
-    load=(--sample-events "$events")
+if [ -n "${BENCH_JSONL:-}" ]; then
+    [ -f "$BENCH_JSONL" ] || millpond_die "BENCH_JSONL=$BENCH_JSONL: no such file"
+    events=$(grep -c . "$BENCH_JSONL")
+    cargo build --release -p millpond-ingest --bin millpond-mock-broker >&2
+    "$CARGO_TARGET_DIR/release/millpond-mock-broker" --topic events --partitions "${BENCH_PARTITIONS:-64}" \
+        --jsonl "$BENCH_JSONL" >"$dir/broker.out" 2>"$dir/broker.log" &
+    broker=$!
+    for _ in $(seq 1200); do grep -q BOOTSTRAP= "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done
+    bootstrap=$(sed -n 's/^BOOTSTRAP=//p' "$dir/broker.out")
+    [ -n "$bootstrap" ] || { cat "$dir/broker.log" >&2; millpond_die "mock broker did not start"; }
+    BENCH_BROKER_PID=$broker scripts/bench-pipeline.sh "$bootstrap" events "$events" "$dir" \
+        || millpond_die "the mock broker keeps ~5 MiB per partition and drops the rest: if fewer than $events records were consumed, raise BENCH_PARTITIONS"
+    kill "$broker"; wait "$broker" 2>/dev/null || true
+    exit 0
 fi
-"$bin/millpond-mock-broker" --topic events --partitions "$partitions" "${load[@]}" >"$dir/broker.out" 2>"$dir/broker.log" &
-pids+=($!)
-for _ in $(seq 1200); do grep -q BOOTSTRAP= "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done
-bootstrap=$(sed -n 's/^BOOTSTRAP=//p' "$dir/broker.out")
-[ -n "$bootstrap" ] || { cat "$dir/broker.log" >&2; millpond_die "mock broker did not start"; }
 
-export DUCKLAKE_TABLE=events MILLPOND_LAKE_DIR=$dir/lake MILLPOND_LOG_FORMAT=text LOG_LEVEL=info
-export MILLPOND_WRITER_ADDR=127.0.0.1:50151 MILLPOND_WRITER_HTTP_PORT=8101 MILLPOND_HTTP_PORT=8100
-env "${extra_env[@]}" "$bin/millpond-writer" >"$dir/writer.log" 2>&1 &
-writer=$!; pids+=("$writer")
-for _ in $(seq 300); do curl -sf http://127.0.0.1:8101/readyz >/dev/null && break; sleep 0.1; done
-curl -sf http://127.0.0.1:8101/readyz >/dev/null || { tail "$dir/writer.log" >&2; millpond_die "writer not ready"; }
-
-tick=$(getconf CLK_TCK)
-cpu() { awk -v t="$tick" '{printf "%.2f", ($14+$15)/t}' "/proc/$1/stat"; }
-# The writer's startup (DuckDB, extensions, catalog attach) is not per record.
-cw0=$(cpu "$writer")
-start=$(date +%s.%N)
-env "${extra_env[@]}" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" KAFKA_TOPIC=events REPLICA_COUNT=1 POD_NAME=millpond-0 \
-    FLUSH_SIZE="$flush_size" FLUSH_INTERVAL_MS=5000 "$bin/millpond-ingest" >"$dir/ingest.log" 2>&1 &
-ingest=$!; pids+=("$ingest")
-metric() { curl -sf "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 ~ "^"m"(\\{|$)" {s+=$2} END {printf "%d", s}'; }
-deadline=$((SECONDS + timeout_s))
-until [ "$(metric 8100 millpond_last_committed_offset)" -ge "$events" ]; do
-    kill -0 "$ingest" || { tail "$dir/ingest.log"; exit 1; }
-    [ "$SECONDS" -lt "$deadline" ] || { tail "$dir/ingest.log" >&2; millpond_die "not all $events records committed within ${timeout_s}s"; }
-    sleep 0.2
+shared=${BENCH_SHARED_DIR:-$MILLPOND_ROOT/../shared/bench}
+events=${BENCH_EVENTS:-200000}
+partitions=${BENCH_PARTITIONS:-4}
+flush_size=${BENCH_FLUSH_SIZE:-104857600}
+nisshi=${NISSHI:-${CARGO_HOME:-$HOME/.cargo}/bin/nisshi}
+for f in gen_events.py py_baseline.py; do
+    [ -f "$shared/$f" ] || millpond_die "$shared/$f missing (set BENCH_SHARED_DIR)"
 done
-end=$(date +%s.%N)
-rss() { awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
-ci=$(cpu "$ingest"); cw=$(awk -v a="$(cpu "$writer")" -v b="$cw0" 'BEGIN {printf "%.2f", a - b}'); ri=$(rss "$ingest"); rw=$(rss "$writer")
-written=$(metric 8101 millpond_records_written_total)
-consumed=$(metric 8100 millpond_records_consumed_total)
-[ "$consumed" -eq "$events" ] || millpond_die "ingest consumed $consumed of $events records: the mock broker keeps ~5 MiB per partition and dropped the rest; raise BENCH_PARTITIONS"
-bytes=$(curl -sf http://127.0.0.1:8101/metrics | awk '$1 ~ /^millpond_flush_size_bytes_sum/ {printf "%d", $2}')
-kill -TERM "$ingest"; wait "$ingest" || true
-kill -TERM "$writer"; wait "$writer" || true
-awk -v n="$events" -v w="$written" -v s="$start" -v e="$end" -v ci="$ci" -v cw="$cw" -v ri="$ri" -v rw="$rw" -v b="$bytes" -v w0="$cw0" 'BEGIN {
-  wall = e - s
-  printf "events %d, written %d, wall %.2f s, %.0f records/s, Arrow %.1f MB/s\n", n, w, wall, n / wall, b / 1e6 / wall
-  printf "cpu: ingest %.2f s (incl. startup), writer %.2f s (after startup) -> %.0f records per CPU-second\n", ci, cw, n / (ci + cw)
-  printf "writer startup cpu %.2f s (not counted)\n", w0
-  printf "peak RSS: ingest %.1f MB, writer %.1f MB, together %.1f MB\n", ri, rw, ri + rw
-}'
+[ -x "$nisshi" ] || millpond_die "$nisshi missing: run scripts/setup-nisshi.sh (or set NISSHI)"
+"$MILLPOND_PYTHON" -c 'import orjson, confluent_kafka, pyarrow, duckdb' 2>/dev/null \
+    || millpond_die "$MILLPOND_PYTHON lacks orjson, confluent-kafka, pyarrow or duckdb: run scripts/setup-python.sh"
+[ -s "$DUCKDB_EXTENSION_DIR/v$MILLPOND_DUCKDB_VERSION/$(millpond_duckdb_platform)/sqlite_scanner.duckdb_extension" ] \
+    || millpond_die "DuckDB extensions missing: run scripts/setup-extensions.sh"
+[ -x /usr/bin/time ] || millpond_die "/usr/bin/time missing (apt-get install time)"
+
+bootstrap=127.0.0.1:$(bench_port)
+mkdir -p "$dir/nisshi"
+(cd "$dir/nisshi" && exec "$nisshi" broker --listener-url "tcp://$bootstrap" \
+    --advertised-listener-url "tcp://$bootstrap" --storage-engine memory://nisshi/) >"$dir/broker.log" 2>&1 &
+broker=$!
+for _ in $(seq 120); do
+    kill -0 "$broker" 2>/dev/null || { tail "$dir/broker.log" >&2; millpond_die "nisshi exited during startup"; }
+    "$nisshi" topic list --broker "tcp://$bootstrap" >/dev/null 2>&1 && break
+    sleep 0.5
+done
+"$nisshi" topic create --broker "tcp://$bootstrap" --partitions "$partitions" events >"$dir/topic.log" 2>&1 \
+    || { cat "$dir/topic.log" >&2; millpond_die "topic create failed"; }
+echo "producing $events events to nisshi on $bootstrap ($partitions partitions)" >&2
+"$MILLPOND_PYTHON" "$shared/gen_events.py" --count "$events" --seed "${BENCH_SEED:-42}" \
+    --poison-rate "${BENCH_POISON_RATE:-0.01}" --produce "$bootstrap" --topic events \
+    --partitions "$partitions" --stats-out "$dir/gen.json" >"$dir/gen.log" \
+    || millpond_die "gen_events.py failed: $(cat "$dir/gen.log")"
+
+echo "workload: $events events from gen_events.py (seed ${BENCH_SEED:-42}, poison rate ${BENCH_POISON_RATE:-0.01}), nisshi memory storage, $partitions partitions, FLUSH_SIZE $flush_size, embedded DuckLake; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+# "$"-prefixed keys become columns, as in the model (which quotes every name).
+BENCH_EXTRA_ENV="DUCKLAKE_QUOTED_COLUMNS=true ${BENCH_EXTRA_ENV:-}" BENCH_BROKER_PID=$broker \
+    BENCH_FLUSH_SIZE=$flush_size scripts/bench-pipeline.sh "$bootstrap" events "$events" "$dir"
+
+# The model, as run_baseline.sh runs it, on the same broker and topic.
+mkdir -p "$dir/py-lake/data"
+broker0=$(bench_cpu "$broker")
+bench_perf_prefix baseline
+FLUSH_SIZE=$flush_size FLUSH_INTERVAL_MS=60000 CONSUME_BATCH_SIZE=1000 "${bench_prefix[@]}" \
+    /usr/bin/time -v -o "$dir/baseline.time" "$MILLPOND_PYTHON" "$shared/py_baseline.py" \
+    --bootstrap "$bootstrap" --topic events --group-id py-baseline \
+    --catalog "$dir/py-lake/catalog.ducklake" --data-path "$dir/py-lake/data/" \
+    --ext-dir "$DUCKDB_EXTENSION_DIR" >"$dir/baseline.json" 2>"$dir/baseline.err" &
+rc=0; wait $! || rc=$?
+[ "$rc" -eq 0 ] || { cat "$dir/baseline.err" "$dir/baseline.json" >&2; millpond_die "py_baseline.py exited $rc"; }
+printf 'broker_cpu_s=%s\next_dir=%s\n' "$(awk -v a="$broker0" -v b="$(bench_cpu "$broker")" 'BEGIN {printf "%.2f", b - a}')" \
+    "$DUCKDB_EXTENSION_DIR" >"$dir/baseline.samples"
+kill "$broker"; wait "$broker" 2>/dev/null || true
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$MILLPOND_PYTHON" scripts/bench_pipeline.py compare "$dir"

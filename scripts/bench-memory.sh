@@ -36,7 +36,7 @@ for workload in wide disjoint; do
     out=$(BENCH_JSONL=$work/$workload.jsonl BENCH_PARTITIONS=64 BENCH_FLUSH_SIZE=$flush_size \
         bash scripts/bench-e2e.sh)
     echo "$out"
-    ingest_mb=$(echo "$out" | sed -n 's/^peak RSS: ingest \([0-9.]*\) MB.*/\1/p')
+    ingest_mb=$(echo "$out" | sed -n 's/^millpond: .*peak RSS ingest \([0-9.]*\) MB.*/\1/p')
     if awk -v r="$ingest_mb" -v l="$limit_mb" 'BEGIN {exit !(r <= l)}'; then
         echo "ingest peak RSS ${ingest_mb} MB <= ${limit_mb} MB: within bound"
     else

@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
 # Installs nisshi 0.8.1, a Kafka-compatible broker in Rust, used as the
 # separate-process broker by the end-to-end tests (and by
-# DEMO_BROKER=nisshi scripts/demo.sh). Only its SQLite storage is built (the
-# tests' storage; the S3 and Postgres engines would double the build).
-# Instant once ~/.cargo/bin/nisshi is there.
+# DEMO_BROKER=nisshi scripts/demo.sh). Only two storages are built: SQLite
+# (the tests') and object_store's (`dynostore`: memory://, the benchmark
+# broker of scripts/bench-e2e.sh); the Postgres engine would double the build.
+# Instant once ~/.cargo/bin/nisshi is there with both.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
 . scripts/env.sh
 want=0.8.1
+features=libsql,dynostore
 bin=${CARGO_HOME:-$HOME/.cargo}/bin/nisshi
-if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "$want"; then
+# cargo records what it installed, features included.
+installed() {
+    python3 - "${CARGO_HOME:-$HOME/.cargo}/.crates2.json" "$want" "$features" <<'PY'
+import json, sys
+path, want, features = sys.argv[1], sys.argv[2], set(sys.argv[3].split(","))
+try:
+    installs = json.load(open(path))["installs"]
+except (OSError, ValueError, KeyError):
+    sys.exit(1)
+sys.exit(0 if any(k.startswith(f"nisshi {want} ") and features <= set(v.get("features", []))
+                  for k, v in installs.items()) else 1)
+PY
+}
+if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "$want" && installed; then
     exit 0
 fi
 echo "installing nisshi $want (one-time, several minutes)" >&2
@@ -18,5 +33,5 @@ echo "installing nisshi $want (one-time, several minutes)" >&2
 # opt-level 1: a test broker needs no peak speed, and the build is shorter.
 CARGO_TARGET_DIR=$MILLPOND_CACHE/nisshi-target CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
     cargo install nisshi --version "$want" --locked --ignore-rust-version --quiet \
-    --no-default-features --features libsql
+    --no-default-features --features "$features"
 "$bin" --version >/dev/null

@@ -33,7 +33,7 @@ if ! "$MILLPOND_VENV/bin/python" -m pip install -q --upgrade pip >"$log" 2>&1 \
     millpond_die "pip install -r $req failed"
 fi
 "$MILLPOND_VENV/bin/python" - "$MILLPOND_DUCKDB_VERSION" <<'PY' || millpond_die "venv check failed"
-import sys, duckdb, pyarrow, boto3, moto, confluent_kafka, pyhoglake, yaml, helm_python, kubernetes_validate  # noqa: F401
+import sys, duckdb, pyarrow, boto3, moto, confluent_kafka, orjson, pyhoglake, yaml, helm_python, kubernetes_validate  # noqa: F401
 helm_python.helm_sdk_version()  # loads libhelm_c.so
 if duckdb.__version__ != sys.argv[1]:
     sys.exit(f"python duckdb is {duckdb.__version__}, want {sys.argv[1]}")
