@@ -32,7 +32,11 @@ use parquet::file::metadata::ParquetMetaDataReader;
 use serde_json::Value;
 
 fn vectors() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/hoglake-vectors")
+    PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
+    )
+    .join("../tests/hoglake-vectors")
 }
 
 fn read_json(name: &str) -> Value {

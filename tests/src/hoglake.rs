@@ -27,10 +27,7 @@ pub struct Emulator {
 
 impl Emulator {
     pub fn start() -> Self {
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/hoglake-emulator/hoglake_emulator.py"
-        );
+        let script = crate::manifest_path("/hoglake-emulator/hoglake_emulator.py");
         let python = std::env::var("MILLPOND_PYTHON").unwrap_or_else(|_| {
             let venv = format!(
                 "{}/.cache/millpond/venv/bin/python",
@@ -43,7 +40,7 @@ impl Emulator {
             }
         });
         let mut child = Command::new(&python)
-            .args([script, "--host", "127.0.0.1", "--port", "0"])
+            .args([script.as_str(), "--host", "127.0.0.1", "--port", "0"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

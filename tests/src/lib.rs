@@ -29,3 +29,12 @@ pub fn unique(prefix: &str) -> String {
         uuid::Uuid::new_v4().simple().to_string().get(..12).unwrap()
     )
 }
+
+/// `rel` under this package's directory, found at run time (cargo test sets
+/// CARGO_MANIFEST_DIR): a test binary built by another clone that shares
+/// the target directory still reads this clone's files.
+pub fn manifest_path(rel: &str) -> String {
+    let dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    format!("{dir}{rel}")
+}

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use millpond_tests::required_env;
 
 fn check_compose(compose: Option<&std::path::Path>) -> Output {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/check_compose.py");
+    let script = millpond_tests::manifest_path("/python/check_compose.py");
     let mut cmd = Command::new(required_env("MILLPOND_PYTHON"));
     cmd.arg(script);
     if let Some(path) = compose {
@@ -31,7 +31,7 @@ fn compose_sets_only_variables_the_binaries_read() {
 
 #[test]
 fn a_misspelled_variable_fails_the_check() {
-    let compose = concat!(env!("CARGO_MANIFEST_DIR"), "/../docker-compose.yml");
+    let compose = millpond_tests::manifest_path("/../docker-compose.yml");
     let text = std::fs::read_to_string(compose).unwrap();
     let typo = text.replacen("FLUSH_INTERVAL_MS:", "FLUSH_INTERVAL_MSS:", 1);
     assert_ne!(

@@ -21,10 +21,7 @@ use millpond_tests::scrape::series_names;
 use millpond_tests::writer::Writer;
 use rdkafka::mocking::MockCluster;
 
-const DASHBOARD: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../deploy/grafana/millpond.json"
-);
+const DASHBOARD: &str = "/../deploy/grafana/millpond.json";
 const TOPIC: &str = "events";
 const GROUP: &str = "millpond-events-events";
 
@@ -87,8 +84,10 @@ fn r(p: i32, first: i64, last: i64) -> OffsetRange {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_the_dashboard_queries_is_exported() {
-    let dashboard: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(DASHBOARD).unwrap()).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(millpond_tests::manifest_path(DASHBOARD)).unwrap(),
+    )
+    .unwrap();
     let mut panels = Vec::new();
     panel_expressions(&dashboard["panels"], &mut panels);
     assert!(panels.len() > 20, "{panels:?}");

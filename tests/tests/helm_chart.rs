@@ -7,7 +7,7 @@ use millpond_tests::required_env;
 
 #[test]
 fn helm_chart_renders_and_validates() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/check_helm_chart.py");
+    let script = millpond_tests::manifest_path("/python/check_helm_chart.py");
     let out = Command::new(required_env("MILLPOND_PYTHON"))
         .arg(script)
         .output()

@@ -8,10 +8,7 @@ use millpond_tests::required_env;
 
 #[test]
 fn pyhoglake_agrees_with_the_emulator() {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/python/check_hoglake_emulator.py"
-    );
+    let script = millpond_tests::manifest_path("/python/check_hoglake_emulator.py");
     let out = Command::new(required_env("MILLPOND_PYTHON"))
         .arg(script)
         .output()

@@ -37,10 +37,7 @@ async fn embedded_lake_is_read_by_other_processes_while_the_writer_writes() {
 
     // The README's command, from yet another process, with the writer up.
     let out = Command::new("bash")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../scripts/query-lake.sh"
-        ))
+        .arg(millpond_tests::manifest_path("/../scripts/query-lake.sh"))
         .args(["--value", "SELECT count(DISTINCT id) FROM events"])
         .env(
             "MILLPOND_LAKE_DIR",

@@ -39,7 +39,7 @@ fn check_at(
         "signing_time": signing_time,
     });
     std::fs::write(&case, body.to_string()).unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/check_msk_iam_token.py");
+    let script = millpond_tests::manifest_path("/python/check_msk_iam_token.py");
     let out = Command::new(required_env("MILLPOND_PYTHON"))
         .arg(script)
         .arg(&case)

@@ -18,7 +18,7 @@ fn py_put(addr: &str, id: &str, partition: i32, first: i64, n: i64) -> serde_jso
 }
 
 fn py_put_with(addr: &str, args: &[&str]) -> serde_json::Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/put_flush.py");
+    let script = millpond_tests::manifest_path("/python/put_flush.py");
     let out = Command::new(required_env("MILLPOND_PYTHON"))
         .arg(script)
         .arg(addr)

@@ -30,8 +30,10 @@ pub struct Emulator {
 
 impl Emulator {
     pub fn start() -> Self {
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
+        let script = &format!(
+            "{}{}",
+            std::env::var("CARGO_MANIFEST_DIR")
+                .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
             "/../tests/hoglake-emulator/hoglake_emulator.py"
         );
         let python = std::env::var("MILLPOND_PYTHON").unwrap_or_else(|_| {
