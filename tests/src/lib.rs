@@ -38,3 +38,22 @@ pub fn manifest_path(rel: &str) -> String {
         .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
     format!("{dir}{rel}")
 }
+
+/// Runs one of the repo's Python checks (`tests/python/<script>`) with the
+/// project venv and asserts it passed: exit 0, a ` 0 failed` summary and no
+/// `FAIL ` line. Answers its stdout for further assertions.
+pub fn python_check(script: &str, what: &str) -> String {
+    let out = std::process::Command::new(required_env("MILLPOND_PYTHON"))
+        .arg(manifest_path(&format!("/python/{script}")))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
+    assert!(!stdout.contains("FAIL "), "{stdout}");
+    stdout
+}
