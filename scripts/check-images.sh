@@ -15,4 +15,11 @@ cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 . scripts/env.sh
 
 bash scripts/setup-python.sh
+# The apt steps simulate installs against the package index: a machine whose
+# packages were all preinstalled may never have fetched one.
+if ! compgen -G "/var/lib/apt/lists/*_Packages*" >/dev/null; then
+    sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    "${sudo[@]}" apt-get update -q >/dev/null || millpond_die "apt-get update failed (the image check needs the package index)"
+fi
 exec "$MILLPOND_PYTHON" scripts/image/check_images.py "$@"

@@ -207,6 +207,28 @@ pub fn prepare(
 impl Prepared {
     /// Takes the columns `names` out of the batches; each of their values
     /// becomes a dead letter with `reason`.
+    /// Replaces the schema with `fields` and each batch's columns with the
+    /// matching entry of `columns` (row counts kept, also for batches left
+    /// without a column).
+    pub fn replace_columns(
+        &mut self,
+        fields: Vec<Field>,
+        columns: Vec<Vec<ArrayRef>>,
+    ) -> Result<(), String> {
+        let schema = Arc::new(Schema::new(fields));
+        let mut batches = Vec::with_capacity(columns.len());
+        for (cols, old) in columns.into_iter().zip(&self.batches) {
+            let options = RecordBatchOptions::new().with_row_count(Some(old.num_rows()));
+            batches.push(
+                RecordBatch::try_new_with_options(schema.clone(), cols, &options)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        self.schema = schema;
+        self.batches = batches;
+        Ok(())
+    }
+
     pub fn refuse(&mut self, names: &[String], reason: &str, ranges: &[OffsetRange]) {
         if names.is_empty() {
             return;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
 use arrow::compute::nullif;
-use arrow::datatypes::{Field, Schema};
-use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use arrow::datatypes::Field;
+use arrow::record_batch::RecordBatch;
 use duckdb::Connection;
 use millpond_proto::{value_text, DeadLetter, OffsetRange};
 use millpond_shared::metrics::dead_letter_reason;
@@ -94,17 +94,7 @@ pub fn to_live(
             out.failed.push((name.clone(), live.clone(), lost));
         }
     }
-    let schema = Arc::new(Schema::new(fields));
-    let mut batches = Vec::with_capacity(columns.len());
-    for (cols, old) in columns.into_iter().zip(&p.batches) {
-        let options = RecordBatchOptions::new().with_row_count(Some(old.num_rows()));
-        batches.push(
-            RecordBatch::try_new_with_options(schema.clone(), cols, &options)
-                .map_err(|e| e.to_string())?,
-        );
-    }
-    p.schema = schema;
-    p.batches = batches;
+    p.replace_columns(fields, columns)?;
     Ok(out)
 }
 

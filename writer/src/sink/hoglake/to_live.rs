@@ -7,12 +7,9 @@
 //! nor Iceberg promotes between them). Types `shared::exact` has rules for
 //! convert by those rules; any other pair is cast by Arrow and a value is
 //! kept only when casting it back gives the value sent.
-use std::sync::Arc;
-
 use arrow::array::{make_array, Array, ArrayRef, BooleanArray};
 use arrow::compute::{cast_with_options, nullif, CastOptions};
-use arrow::datatypes::{DataType, Field, Schema};
-use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use arrow::datatypes::{DataType, Field};
 use millpond_hoglake::arrow_schema::arrow_schema;
 use millpond_hoglake::schema::{ColumnType, Table};
 use millpond_proto::{value_text, DeadLetter, OffsetRange};
@@ -198,17 +195,7 @@ pub fn to_live(
     if out.is_empty() {
         return Ok(out);
     }
-    let schema = Arc::new(Schema::new(fields));
-    let mut batches = Vec::with_capacity(columns.len());
-    for (cols, old) in columns.into_iter().zip(&p.batches) {
-        let options = RecordBatchOptions::new().with_row_count(Some(old.num_rows()));
-        batches.push(
-            RecordBatch::try_new_with_options(schema.clone(), cols, &options)
-                .map_err(|e| e.to_string())?,
-        );
-    }
-    p.schema = schema;
-    p.batches = batches;
+    p.replace_columns(fields, columns)?;
     Ok(out)
 }
 
@@ -217,9 +204,11 @@ mod tests {
     use super::*;
     use crate::sink::prepare::{prepare, NameCase, UnsafeNames};
     use crate::sink::Flush;
+    use arrow::array::RecordBatch;
     use arrow::array::{AsArray, Date32Array, FixedSizeBinaryArray, StringArray};
     use arrow::datatypes::Int64Type;
     use millpond_proto::FlushTrigger;
+    use std::sync::Arc;
 
     fn table(columns: &str) -> Table {
         serde_json::from_str(&format!(
