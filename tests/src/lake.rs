@@ -42,6 +42,10 @@ fn psql(sql: &str) {
 
 /// Runs `sql` in database `db`; its rows, one per line, columns joined by `|`.
 fn psql_in(db: &str, sql: &str) -> String {
+    try_psql_in(db, sql).unwrap_or_else(|err| panic!("psql {sql}: {err}"))
+}
+
+fn try_psql_in(db: &str, sql: &str) -> Result<String, String> {
     let dsn = format!(
         "host={} port={} dbname={db} user={} password={} sslmode=disable",
         required_env("MILLPOND_TEST_PG_HOST"),
@@ -53,12 +57,27 @@ fn psql_in(db: &str, sql: &str) -> String {
         .args([&dsn, "-v", "ON_ERROR_STOP=1", "-qAtc", sql])
         .output()
         .expect("run psql");
-    assert!(
-        out.status.success(),
-        "psql {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Drops a test database. `WITH (FORCE)` refuses while an autovacuum worker
+/// is in the database (its role is not ours), so that case is retried; the
+/// last attempt drops without FORCE, which stops autovacuum itself.
+fn drop_database(db: &str) {
+    let admin = required_env("MILLPOND_TEST_PG_DB");
+    let mut last = String::new();
+    for attempt in 0..20 {
+        let force = if attempt < 19 { " WITH (FORCE)" } else { "" };
+        match try_psql_in(&admin, &format!("DROP DATABASE IF EXISTS {db}{force}")) {
+            Ok(_) => return,
+            Err(err) => last = err,
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    panic!("DROP DATABASE {db}: {last}");
 }
 
 impl Lake {
@@ -347,7 +366,7 @@ impl Drop for Lake {
     fn drop(&mut self) {
         if let Some(db) = &self.pg_database {
             if !std::thread::panicking() {
-                psql(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
+                drop_database(db);
             }
         }
     }
