@@ -180,6 +180,9 @@ impl Lake {
             .with("extension_directory", extension_dir())
             .unwrap()
             .with("autoinstall_known_extensions", "false")
+            .unwrap()
+            // scripts/setup-extensions.sh verified their signatures.
+            .with("allow_unsigned_extensions", "true")
             .unwrap();
         let conn = Connection::open_in_memory_with_flags(cfg).unwrap();
         for ext in millpond_writer::sink::ducklake::extensions() {

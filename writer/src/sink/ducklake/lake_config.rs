@@ -84,6 +84,12 @@ pub struct LakeConfig {
     pub s3: Option<S3Config>,
     pub memory_limit: Option<String>,
     pub extension_dir: PathBuf,
+    /// DUCKDB_CHECK_EXTENSION_SIGNATURES: DuckDB verifies each extension's
+    /// signature on every LOAD (SHA-256 over the whole file, ~0.1 CPU-s per
+    /// extension). Off by default: scripts/setup-extensions.sh verifies them
+    /// once when it installs them (the image build runs it), and the files
+    /// are then as trusted as the writer binary beside them.
+    pub check_extension_signatures: bool,
 }
 
 pub(super) fn matches(value: &str, ok: impl Fn(char) -> bool) -> bool {
@@ -107,6 +113,9 @@ impl LakeConfig {
             "DUCKDB_EXTENSION_DIR",
             &format!("{home}/.cache/millpond/duckdb-extensions"),
         ));
+        let check_extension_signatures = r
+            .bool_opt("DUCKDB_CHECK_EXTENSION_SIGNATURES")
+            .unwrap_or(false);
         let connection = r.string_or("DUCKLAKE_CONNECTION", ":memory:");
 
         let catalog_type = r.optional("DUCKLAKE_CATALOG_TYPE");
@@ -165,7 +174,30 @@ impl LakeConfig {
             s3,
             memory_limit,
             extension_dir,
+            check_extension_signatures,
         })
+    }
+
+    /// The DuckDB extensions this lake needs, in LOAD order: ducklake, the
+    /// catalog's scanner (none for a DuckDB-file catalog), and httpfs for
+    /// remote data. Each one costs startup time, so no others are loaded.
+    pub fn extensions(&self) -> Vec<&'static str> {
+        let mut out = vec!["ducklake"];
+        match &self.catalog {
+            Catalog::Postgres { .. } => out.push("postgres_scanner"),
+            Catalog::Embedded {
+                format: EmbeddedFormat::Sqlite,
+                ..
+            } => out.push("sqlite_scanner"),
+            Catalog::Embedded {
+                format: EmbeddedFormat::DuckDb,
+                ..
+            } => {}
+        }
+        if self.data_path.contains("://") {
+            out.push("httpfs");
+        }
+        out
     }
 
     pub fn is_embedded(&self) -> bool {
@@ -329,6 +361,45 @@ mod tests {
             Catalog::Embedded { path, format } => (path.clone(), *format),
             Catalog::Postgres { .. } => panic!("not embedded"),
         }
+    }
+
+    #[test]
+    fn only_the_extensions_the_lake_needs_are_loaded() {
+        assert_eq!(
+            parse(&[]).unwrap().extensions(),
+            ["ducklake", "sqlite_scanner"]
+        );
+        let duckdb_file = parse(&[("DUCKLAKE_CATALOG_TYPE", "duckdb")]).unwrap();
+        assert_eq!(duckdb_file.extensions(), ["ducklake"]);
+        let postgres = parse(&[
+            ("DUCKLAKE_RDS_HOST", "db"),
+            ("DUCKLAKE_RDS_PASSWORD", "pw"),
+            ("DUCKLAKE_DATA_PATH", "s3://bucket/lake/"),
+            ("DUCKDB_S3_ACCESS_KEY_ID", "k"),
+            ("DUCKDB_S3_SECRET_ACCESS_KEY", "s"),
+        ])
+        .unwrap();
+        assert_eq!(
+            postgres.extensions(),
+            ["ducklake", "postgres_scanner", "httpfs"]
+        );
+        for ext in postgres.extensions() {
+            assert!(
+                crate::sink::ducklake::extensions().any(|e| e == ext),
+                "{ext}"
+            );
+        }
+    }
+
+    #[test]
+    fn extension_signatures_are_checked_on_request() {
+        assert!(!parse(&[]).unwrap().check_extension_signatures);
+        let on = parse(&[("DUCKDB_CHECK_EXTENSION_SIGNATURES", "true")]).unwrap();
+        assert!(on.check_extension_signatures);
+        assert_eq!(
+            parse(&[("DUCKDB_CHECK_EXTENSION_SIGNATURES", "sometimes")]).unwrap_err(),
+            ["DUCKDB_CHECK_EXTENSION_SIGNATURES"]
+        );
     }
 
     #[test]
