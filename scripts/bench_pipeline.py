@@ -132,10 +132,12 @@ def lake_facts(catalog: str, data: str, ext_dir: str) -> dict:
         "SELECT count(*), count(DISTINCT uuid), count(*) FILTER (uuid IS NULL OR event IS NULL OR team_id IS NULL), "
         "coalesce(sum(team_id), 0) FROM lake.main.events").fetchone()
     columns = [r[0] for r in con.execute("DESCRIBE lake.main.events").fetchall()]
-    files = con.execute("SELECT count(*) FROM ducklake_list_files('lake', 'events')").fetchone()[0]
+    files, file_bytes = con.execute(
+        "SELECT count(*), coalesce(sum(data_file_size_bytes), 0) FROM ducklake_list_files('lake', 'events')").fetchone()
     con.close()
     return {"rows": rows, "distinct_uuid": distinct_uuid, "null_keys": null_keys,
-            "team_id_sum": int(team_id_sum), "columns": columns, "files": files}
+            "team_id_sum": int(team_id_sum), "columns": columns, "files": files,
+            "parquet_bytes": int(file_bytes), "parquet_bytes_per_row": round(file_bytes / max(rows, 1), 1)}
 
 
 def lake_checks(who: str, lake: dict, gen: dict) -> dict[str, bool]:
@@ -198,8 +200,10 @@ def compare(run: Path) -> int:
     print(f"millpond / baseline: {ratio(mp['rec_per_cpu_s'], base['rec_per_cpu_s'])} records per CPU-second, "
           f"{ratio(mp['rec_per_s_wall'], base['rec_per_s_wall'])} wall records/s, "
           f"{ratio(rss_mp, base_rss)} peak RSS (ingest + writer {rss_mp:.0f} MB vs {base_rss:.0f} MB)")
-    print(f"  lakes: millpond {mp_lake['rows']} rows, {len(mp_lake['columns'])} columns, {mp_lake['files']} files; "
-          f"baseline {py_lake['rows']} rows, {len(py_lake['columns'])} columns, {py_lake['files']} files; "
+    print(f"  lakes: millpond {mp_lake['rows']} rows, {len(mp_lake['columns'])} columns, {mp_lake['files']} files, "
+          f"{mp_lake['parquet_bytes_per_row']} Parquet bytes per row; "
+          f"baseline {py_lake['rows']} rows, {len(py_lake['columns'])} columns, {py_lake['files']} files, "
+          f"{py_lake['parquet_bytes_per_row']} Parquet bytes per row; "
           f"generated {gen['json_objects']} JSON objects of {n}, avg value {gen['avg_value_bytes']} B")
     ok = report_checks(checks)
     print(f"  details: {run / 'summary.json'}")
