@@ -10,8 +10,8 @@ use millpond_tests::lake::{extension_dir, Backend, Lake};
 use millpond_tests::process::{free_port, Proc};
 use millpond_tests::writer::Writer;
 
-/// A copy of the extension directory whose ducklake extension has one
-/// byte of its signature (the file's last 256 bytes) changed.
+/// A copy of the extensions an embedded lake loads, the ducklake one with
+/// one byte of its signature (the file's last 256 bytes) changed.
 fn with_a_broken_signature(into: &Path) {
     let from = Path::new(&extension_dir()).to_path_buf();
     for entry in walk(&from) {
@@ -33,7 +33,9 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         let path = entry.unwrap().path();
         if path.is_dir() {
             out.extend(walk(&path));
-        } else if path.extension().is_some_and(|e| e == "duckdb_extension") {
+        } else if path.file_name().is_some_and(|n| {
+            n == "ducklake.duckdb_extension" || n == "sqlite_scanner.duckdb_extension"
+        }) {
             out.push(path);
         }
     }
