@@ -64,20 +64,31 @@ fn try_psql_in(db: &str, sql: &str) -> Result<String, String> {
 }
 
 /// Drops a test database. `WITH (FORCE)` refuses while an autovacuum worker
-/// is in the database (its role is not ours), so that case is retried; the
-/// last attempt drops without FORCE, which stops autovacuum itself.
+/// is in the database (its role is not ours), so that refusal is retried a
+/// few times, then the database is dropped without FORCE, which stops
+/// autovacuum itself. Any other error fails at once.
 fn drop_database(db: &str) {
+    const AUTOVACUUM: &str = "must be a member of the role whose process is being terminated";
+    const FORCE_ATTEMPTS: usize = 8;
     let admin = required_env("MILLPOND_TEST_PG_DB");
-    let mut last = String::new();
-    for attempt in 0..20 {
-        let force = if attempt < 19 { " WITH (FORCE)" } else { "" };
-        match try_psql_in(&admin, &format!("DROP DATABASE IF EXISTS {db}{force}")) {
+    let forced = format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)");
+    let mut first = None;
+    for _ in 0..FORCE_ATTEMPTS {
+        match try_psql_in(&admin, &forced) {
             Ok(_) => return,
-            Err(err) => last = err,
+            Err(err) if err.contains(AUTOVACUUM) => {
+                first.get_or_insert(err);
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            Err(err) => panic!("{forced}: {err}"),
         }
-        std::thread::sleep(std::time::Duration::from_millis(250));
     }
-    panic!("DROP DATABASE {db}: {last}");
+    if let Err(err) = try_psql_in(&admin, &format!("DROP DATABASE IF EXISTS {db}")) {
+        panic!(
+            "DROP DATABASE {db}: {err} (WITH (FORCE) first said: {})",
+            first.unwrap_or_default()
+        );
+    }
 }
 
 impl Lake {

@@ -39,7 +39,7 @@ pub fn client_config(cfg: &IngestConfig) -> ClientConfig {
         // Once a partition's queue passes its bound, librdkafka waits this
         // long before fetching again; its default (1 s) idled the consumer
         // most of a catch-up although the queue drained in milliseconds
-        // (scripts/bench-e2e.sh: 23k -> 91k records/s wall, same CPU).
+        // (scripts/bench-e2e.sh: 21-26k -> 89-110k records/s wall, same CPU).
         .set("fetch.queue.backoff.ms", "10")
         .set(
             "client.id",

@@ -65,7 +65,12 @@ impl ToolConfig {
             .flatten(),
             None => None,
         };
-        let lake = LakeConfig::parse(&mut r);
+        // Always checked here: `shell` runs any SQL it is given, LOAD
+        // included, and a tool run does not need the writer's fast start.
+        let lake = LakeConfig::parse(&mut r).map(|mut lake| {
+            lake.check_extension_signatures = true;
+            lake
+        });
         let push_url = r.optional("DUCKLAKE_METRICS_PUSH_URL");
         if let Some(u) = &push_url {
             if !(u.starts_with("http://") || u.starts_with("https://")) {
@@ -142,6 +147,18 @@ mod tests {
         ] {
             assert!(vars.contains(&v), "{v} missing from {vars:?}");
         }
+    }
+
+    #[test]
+    fn the_tool_always_checks_extension_signatures() {
+        for set in ["false", "true"] {
+            let env = Env::from_pairs([("DUCKDB_CHECK_EXTENSION_SIGNATURES", set)]);
+            let cfg = ToolConfig::from_env(&env).unwrap();
+            assert!(cfg.lake.check_extension_signatures, "{set}");
+        }
+        let unset: [(&str, &str); 0] = [];
+        let cfg = ToolConfig::from_env(&Env::from_pairs(unset)).unwrap();
+        assert!(cfg.lake.check_extension_signatures);
     }
 
     #[test]

@@ -180,7 +180,8 @@ impl LakeConfig {
 
     /// The DuckDB extensions this lake needs, in LOAD order: ducklake, the
     /// catalog's scanner (none for a DuckDB-file catalog), and httpfs for
-    /// remote data. Each one costs startup time, so no others are loaded.
+    /// remote data or when S3 settings are given (the session sets them).
+    /// Each one costs startup time, so no others are loaded.
     pub fn extensions(&self) -> Vec<&'static str> {
         let mut out = vec!["ducklake"];
         match &self.catalog {
@@ -194,7 +195,7 @@ impl LakeConfig {
                 ..
             } => {}
         }
-        if self.data_path.contains("://") {
+        if self.data_path.contains("://") || self.s3.is_some() {
             out.push("httpfs");
         }
         out
@@ -383,6 +384,13 @@ mod tests {
             postgres.extensions(),
             ["ducklake", "postgres_scanner", "httpfs"]
         );
+        // S3 keys with local data: the session still sets them.
+        let keys = parse(&[
+            ("DUCKDB_S3_ACCESS_KEY_ID", "k"),
+            ("DUCKDB_S3_SECRET_ACCESS_KEY", "s"),
+        ])
+        .unwrap();
+        assert_eq!(keys.extensions(), ["ducklake", "sqlite_scanner", "httpfs"]);
         for ext in postgres.extensions() {
             assert!(
                 crate::sink::ducklake::extensions().any(|e| e == ext),
