@@ -109,7 +109,13 @@ impl DuckLakeConfig {
             "MILLPOND_MAX_COLUMNS",
             millpond_shared::config::DEFAULT_MAX_COLUMNS as u64,
         ) as usize;
-        let lake = LakeConfig::parse(r);
+        // One DuckDB thread unless told otherwise: the pod's other core is
+        // ingest's, and on the anchor workload two threads cost 15 % more
+        // CPU and ~40 MB more memory per insert for a faster write.
+        let lake = LakeConfig::parse(r).map(|mut lake| {
+            lake.threads.get_or_insert(1);
+            lake
+        });
         Some(DuckLakeConfig {
             table: table?,
             schema: schema?,
@@ -189,6 +195,18 @@ mod tests {
             Ok(()) => Ok(cfg.unwrap()),
             Err(e) => Err(e.vars().into_iter().map(str::to_owned).collect()),
         }
+    }
+
+    #[test]
+    fn the_writer_runs_one_duckdb_thread_unless_told() {
+        let cfg = parse(&[("DUCKLAKE_TABLE", "events")]).unwrap();
+        assert_eq!(cfg.lake.threads, Some(1));
+        let four = parse(&[("DUCKLAKE_TABLE", "events"), ("DUCKDB_THREADS", "4")]).unwrap();
+        assert_eq!(four.lake.threads, Some(4));
+        assert_eq!(
+            parse(&[("DUCKLAKE_TABLE", "events"), ("DUCKDB_THREADS", "0")]).unwrap_err(),
+            ["DUCKDB_THREADS"]
+        );
     }
 
     #[test]

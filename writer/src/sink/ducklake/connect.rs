@@ -106,6 +106,9 @@ pub fn open(cfg: &LakeConfig) -> Result<Session, SinkError> {
         })?;
     }
     let mut setup = vec!["SET GLOBAL preserve_insertion_order = false".to_owned()];
+    if let Some(n) = cfg.threads {
+        setup.push(format!("SET GLOBAL threads = {n}"));
+    }
     if let Some(limit) = &cfg.memory_limit {
         setup.push(format!("SET GLOBAL memory_limit = {}", literal(limit)));
     }
@@ -208,6 +211,46 @@ fn attach(cfg: &LakeConfig, conn: &Connection) -> Result<(), SinkError> {
 #[cfg(test)]
 mod tests {
     use super::{extensions, mask_passwords};
+
+    /// A real session on an embedded lake runs with the configured threads.
+    #[test]
+    fn the_session_runs_the_configured_threads() {
+        use millpond_shared::config::{Env, EnvReader};
+        let dir = tempfile::tempdir().unwrap();
+        let lake_dir = dir.path().join("lake").display().to_string();
+        std::fs::create_dir_all(dir.path().join("lake/data")).unwrap();
+        let home = std::env::var("HOME").unwrap();
+        let ext = std::env::var("DUCKDB_EXTENSION_DIR")
+            .unwrap_or_else(|_| format!("{home}/.cache/millpond/duckdb-extensions"));
+        for (threads, want) in [(None, None), (Some("3"), Some(3i64))] {
+            let mut pairs = vec![
+                ("MILLPOND_LAKE_DIR", lake_dir.as_str()),
+                ("DUCKDB_EXTENSION_DIR", ext.as_str()),
+            ];
+            if let Some(t) = threads {
+                pairs.push(("DUCKDB_THREADS", t));
+            }
+            let env = Env::from_pairs(pairs);
+            let mut r = EnvReader::new(&env);
+            let cfg = crate::sink::ducklake::config::LakeConfig::parse(&mut r).unwrap();
+            r.finish().unwrap();
+            let session = super::open(&cfg).map_err(|e| e.message).unwrap();
+            let got: i64 = session
+                .conn
+                .query_row("SELECT current_setting('threads')::BIGINT", [], |row| {
+                    row.get(0)
+                })
+                .unwrap();
+            match want {
+                Some(n) => assert_eq!(got, n),
+                // Unset: DuckDB's own default, every core.
+                None => assert_eq!(
+                    got,
+                    std::thread::available_parallelism().unwrap().get() as i64
+                ),
+            }
+        }
+    }
 
     #[test]
     fn extension_list_is_read_from_the_shared_file() {

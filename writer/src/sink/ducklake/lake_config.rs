@@ -90,6 +90,9 @@ pub struct LakeConfig {
     /// once when it installs them (the image build runs it), and the files
     /// are then as trusted as the writer binary beside them.
     pub check_extension_signatures: bool,
+    /// DUCKDB_THREADS: DuckDB's worker threads. Unset, DuckDB uses every
+    /// core; the writer defaults to 1 (see `DuckLakeConfig::parse`).
+    pub threads: Option<u64>,
 }
 
 pub(super) fn matches(value: &str, ok: impl Fn(char) -> bool) -> bool {
@@ -116,6 +119,10 @@ impl LakeConfig {
         let check_extension_signatures = r
             .bool_opt("DUCKDB_CHECK_EXTENSION_SIGNATURES")
             .unwrap_or(false);
+        let threads = r
+            .optional("DUCKDB_THREADS")
+            .is_some()
+            .then(|| r.positive_u64("DUCKDB_THREADS", 1));
         let connection = r.string_or("DUCKLAKE_CONNECTION", ":memory:");
 
         let catalog_type = r.optional("DUCKLAKE_CATALOG_TYPE");
@@ -175,6 +182,7 @@ impl LakeConfig {
             memory_limit,
             extension_dir,
             check_extension_signatures,
+            threads,
         })
     }
 
