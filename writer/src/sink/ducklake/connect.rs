@@ -1,5 +1,6 @@
 //! Opening a DuckDB session with the DuckLake attached as `lake`.
 use duckdb::Connection;
+use millpond_shared::retry::Ladder;
 
 use super::session::Session;
 use super::sql::literal;
@@ -187,26 +188,32 @@ fn attach(cfg: &LakeConfig, conn: &Connection) -> Result<(), SinkError> {
     );
     // Two writers attaching an empty catalog for the first time race on
     // creating the metadata tables; the loser retries once the winner is done.
-    let mut last = None;
-    for attempt in 0..5 {
-        match conn.execute_batch(&sql) {
+    let mut failed = 0;
+    loop {
+        let msg = match conn.execute_batch(&sql) {
             Ok(()) => return Ok(()),
-            Err(e) => {
-                let msg = scrub(cfg, &e.to_string());
-                let racing = msg.contains("already exists") || msg.contains("duplicate key");
-                last = Some(msg);
-                if !racing {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(200 * (attempt + 1)));
+            Err(e) => scrub(cfg, &e.to_string()),
+        };
+        let racing = msg.contains("already exists") || msg.contains("duplicate key");
+        match ATTACH_RACE.delay(failed, None).filter(|_| racing) {
+            Some(delay) => std::thread::sleep(delay),
+            None => {
+                return Err(SinkError::transient(format!(
+                    "attach DuckLake catalog failed: {msg}"
+                )))
             }
         }
+        failed += 1;
     }
-    Err(SinkError::transient(format!(
-        "attach DuckLake catalog failed: {}",
-        last.unwrap_or_default()
-    )))
 }
+
+/// Attaching an empty catalog that another writer is creating: 5 attempts,
+/// 0.2 s doubling.
+const ATTACH_RACE: Ladder = Ladder {
+    attempts: 5,
+    base: std::time::Duration::from_millis(200),
+    jitter: 0.25,
+};
 
 #[cfg(test)]
 mod tests {
