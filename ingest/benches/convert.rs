@@ -173,6 +173,22 @@ fn bench_convert(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(bytes as u64));
     group.bench_function("posthog_10k", |b| b.iter(|| convert(black_box(&payloads))));
     group.finish();
+
+    // The benchmark workload's own events, when a file of them is named:
+    // `python3 ../shared/bench/gen_events.py --count 20000 --out F`.
+    if let Some(path) = std::env::var_os("CONVERT_BENCH_EVENTS") {
+        let text = std::fs::read(&path).expect("CONVERT_BENCH_EVENTS is readable");
+        let events: Vec<&[u8]> = text
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        let bytes: usize = events.iter().map(|p| p.len()).sum();
+        let mut group = c.benchmark_group("convert");
+        group.throughput(Throughput::Bytes(bytes as u64));
+        group.sample_size(20);
+        group.bench_function("gen_events", |b| b.iter(|| convert(black_box(&events))));
+        group.finish();
+    }
 }
 
 criterion_group!(benches, bench_convert);

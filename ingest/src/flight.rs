@@ -1,13 +1,14 @@
-//! Client side of the Flight contract: stream a flush to the writer and
-//! wait for its durable acknowledgement.
+//! Client side of the Flight contract: send a flush to the writer, whole
+//! ([`WriterClient::send`]) or batch by batch as it accumulates
+//! ([`WriterClient::open`]), and wait for its durable acknowledgement.
 use std::time::{Duration, Instant};
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
-use arrow_flight::{Action, FlightClient, FlightDescriptor};
-use futures::TryStreamExt;
+use arrow_flight::{Action, FlightClient, FlightData, FlightDescriptor};
+use futures::{StreamExt, TryStreamExt};
 use millpond_proto::{
     AckOutcome, ErrorKind, FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets,
     RecordedOffsetsRequest, WriteError, ACTION_INGEST_STARTED, ACTION_RECORDED_OFFSETS,
@@ -24,6 +25,10 @@ pub enum SendError {
     /// No acknowledgement before the deadline.
     #[error("no acknowledgement within {0:?}: {1}")]
     Deadline(Duration, String),
+    /// A streamed flush lost its stream; the writer wrote nothing of it,
+    /// or wrote all of it and the ack was lost.
+    #[error("the flush stream broke: {0}")]
+    Broken(String),
 }
 
 pub struct WriterClient {
@@ -189,6 +194,36 @@ impl WriterClient {
         .await
     }
 
+    /// Opens a streamed flush (see `FlushDescriptor.trailer`) whose first
+    /// batch is `first`, connecting until `deadline`. Nothing of the flush
+    /// is lost while this fails: the caller still holds `first`.
+    pub async fn open(
+        &mut self,
+        flush_id: &str,
+        first: &RecordBatch,
+        deadline: Duration,
+    ) -> Result<FlushStream, SendError> {
+        let client = self
+            .retrying(deadline, "connect", |c| async move { Attempt::Done(c) })
+            .await?;
+        let (tx, rx) = tokio::sync::mpsc::channel::<FlightData>(STREAM_QUEUE);
+        let reply = tokio::spawn(put_stream(client, rx));
+        let mut stream = FlushStream {
+            tx,
+            reply,
+            head: Some(FlightDescriptor::new_cmd(
+                FlushDescriptor {
+                    flush_id: flush_id.to_owned(),
+                    trailer: true,
+                    ..Default::default()
+                }
+                .encode_to_vec(),
+            )),
+        };
+        stream.push(first, deadline).await?;
+        Ok(stream)
+    }
+
     /// Sends the flush until the writer acknowledges it. The same id,
     /// offsets and rows go out on every attempt.
     pub async fn send(
@@ -227,6 +262,97 @@ impl WriterClient {
             }
         })
         .await
+    }
+}
+
+/// FlightData messages a streamed flush may have queued for the writer
+/// (each at most the encoder's 2 MiB): what ingest holds beyond the batch
+/// it is converting.
+const STREAM_QUEUE: usize = 4;
+
+/// A flush on its way to the writer while ingest still consumes it.
+pub struct FlushStream {
+    tx: tokio::sync::mpsc::Sender<FlightData>,
+    reply: tokio::task::JoinHandle<Result<FlushAck, FlightError>>,
+    /// The head descriptor, sent with the first batch.
+    head: Option<FlightDescriptor>,
+}
+
+impl FlushStream {
+    /// Sends one batch with its own schema. An error means the stream is
+    /// broken: what it carried is gone and the flush must be rebuilt.
+    pub async fn push(&mut self, batch: &RecordBatch, deadline: Duration) -> Result<(), SendError> {
+        let encoded: Vec<FlightData> = FlightDataEncoderBuilder::new()
+            .with_schema(batch.schema())
+            .with_flight_descriptor(self.head.take())
+            .build(futures::stream::iter([Ok(batch.clone())]))
+            .try_collect()
+            .await
+            .map_err(|e| SendError::Permanent {
+                error_type: "encode".into(),
+                message: e.to_string(),
+            })?;
+        for fd in encoded {
+            self.send(fd, deadline).await?;
+        }
+        Ok(())
+    }
+
+    async fn send(&mut self, fd: FlightData, deadline: Duration) -> Result<(), SendError> {
+        match tokio::time::timeout(deadline, self.tx.send(fd)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(SendError::Broken("the writer ended the stream".into())),
+            Err(_) => Err(SendError::Deadline(
+                deadline,
+                "the writer stopped reading".into(),
+            )),
+        }
+    }
+
+    /// Ends the stream with the whole descriptor and waits for the ack.
+    pub async fn finish(
+        mut self,
+        desc: &FlushDescriptor,
+        deadline: Duration,
+    ) -> Result<FlushAck, SendError> {
+        let trailer = FlightData {
+            app_metadata: desc.encode_to_vec().into(),
+            ..Default::default()
+        };
+        let sent = self.send(trailer, deadline).await;
+        drop(self.tx);
+        let reply = match tokio::time::timeout(deadline, &mut self.reply).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(SendError::Broken(format!("stream task: {e}"))),
+            Err(_) => {
+                self.reply.abort();
+                return Err(SendError::Deadline(deadline, "no acknowledgement".into()));
+            }
+        };
+        sent?;
+        match reply.map_err(classify::<()>) {
+            Ok(ack) => Ok(ack),
+            Err(Attempt::Fatal(e)) => Err(e),
+            Err(Attempt::Retry(why)) => Err(SendError::Broken(why)),
+            Err(Attempt::Done(())) => unreachable!("classify never returns Done"),
+        }
+    }
+}
+
+async fn put_stream(
+    mut client: FlightClient,
+    rx: tokio::sync::mpsc::Receiver<FlightData>,
+) -> Result<FlushAck, FlightError> {
+    let messages = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok);
+    let results: Vec<_> = client.do_put(messages).await?.try_collect().await?;
+    match results
+        .first()
+        .map(|r| FlushAck::decode(r.app_metadata.as_ref()))
+    {
+        Some(Ok(ack)) if ack.outcome() != AckOutcome::Unspecified => Ok(ack),
+        _ => Err(FlightError::protocol(
+            "writer answered without an acknowledgement",
+        )),
     }
 }
 

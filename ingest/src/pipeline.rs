@@ -12,7 +12,7 @@ use rdkafka::message::Message;
 
 use crate::buffer::{Added, Cut, Record};
 use crate::config::IngestConfig;
-use crate::flight::WriterClient;
+use crate::flight::{FlushStream, SendError, WriterClient};
 use crate::freshness::Freshness;
 use crate::health::IngestHealth;
 use crate::kafka::{commit_offsets, Consumer, Discovery, LagSampler, RunToLatest};
@@ -37,6 +37,15 @@ pub struct Pipeline {
     freshness: Freshness,
     /// MILLPOND_RUN_TO_LATEST: where to stop.
     run_to_latest: Option<RunToLatest>,
+    /// The pending flush's stream to the writer, once a batch was sent.
+    stream: Option<FlushStream>,
+    /// The pending flush's id, from its first streamed batch.
+    flush_id: Option<String>,
+    /// The pending flush lost its stream: it is read again from Kafka and
+    /// sent whole at its cut.
+    broken: bool,
+    /// The dynamic allowlist, for a flush rebuilt from Kafka.
+    live: Option<crate::stages::include::LiveValues>,
 }
 
 /// Longest single wait inside one consume call, so shutdown is prompt.
@@ -84,13 +93,18 @@ impl Pipeline {
             discovery: Discovery::default(),
             freshness: Freshness::default(),
             run_to_latest: None,
+            stream: None,
+            flush_id: None,
+            broken: false,
+            live: None,
         }
     }
 
     /// The allowlist follows a dynamic source from now on.
     pub fn with_live_allowlist(mut self, live: Option<crate::stages::include::LiveValues>) -> Self {
         if let Some(live) = live {
-            self.stages = self.stages.with_live_allowlist(live);
+            self.stages = self.stages.with_live_allowlist(live.clone());
+            self.live = Some(live);
         }
         self
     }
@@ -237,11 +251,88 @@ impl Pipeline {
             .observe(started.elapsed().as_secs_f64());
         drop(records);
         drop(messages);
+        if self.stages.streams() {
+            self.stream_converted();
+        }
         self.count(&added);
         self.metrics.pending_bytes.set(self.stages.bytes() as i64);
         self.metrics
             .buffer_fullness
             .set(self.stages.bytes() as f64 / self.cfg.flush.size as f64);
+    }
+
+    /// Sends the batches converted since the last call on the flush's
+    /// stream, opening it on the first. A failure marks the flush broken:
+    /// its batches are dropped and the flush is read again at its cut.
+    fn stream_converted(&mut self) {
+        let deadline = self.cfg.send_deadline;
+        for batch in self.stages.drain() {
+            if self.broken {
+                continue;
+            }
+            let sent = match self.stream.as_mut() {
+                Some(s) => self.rt.block_on(s.push(&batch, deadline)),
+                None => {
+                    let id = self
+                        .flush_id
+                        .get_or_insert_with(|| uuid::Uuid::new_v4().to_string())
+                        .clone();
+                    self.rt
+                        .block_on(self.writer.open(&id, &batch, deadline))
+                        .map(|s| self.stream = Some(s))
+                }
+            };
+            if let Err(e) = sent {
+                self.metrics
+                    .errors
+                    .with_label_values(&[error_type::FLIGHT])
+                    .inc();
+                tracing::warn!(error = %e, flush_id = ?self.flush_id,
+                    "the flush's stream to the writer broke; the flush will be read again from Kafka and sent whole");
+                self.stream = None;
+                self.broken = true;
+            }
+        }
+    }
+
+    /// Sends a flush whose stream broke: its ranges are read again from
+    /// Kafka into a flush of the same id and ranges, sent whole.
+    fn resend_from_kafka(
+        &mut self,
+        desc: &millpond_proto::FlushDescriptor,
+    ) -> anyhow::Result<millpond_proto::FlushAck> {
+        let started = Instant::now();
+        let mut stages = Stages::new(&self.cfg.stages);
+        if let Some(live) = &self.live {
+            stages = stages.with_live_allowlist(live.clone());
+        }
+        let mut cfg = self.cfg.clone();
+        cfg.kafka.stats_interval_ms = 0;
+        let consumer = crate::kafka::build_consumer(&cfg, self.metrics.clone())?;
+        let topic = self.cfg.kafka.topic.clone();
+        crate::kafka::reread(&consumer, &desc.ranges, self.cfg.send_deadline, |records| {
+            stages.process(&topic, records);
+        })?;
+        drop(consumer);
+        let cut = stages
+            .cut(&topic, desc.trigger(), desc.flush_id.clone())?
+            .cut;
+        if cut.descriptor.ranges != desc.ranges {
+            anyhow::bail!(
+                "flush {} read again from Kafka covers {:?}, not {:?}; not sending it",
+                desc.flush_id,
+                cut.descriptor.ranges,
+                desc.ranges
+            );
+        }
+        tracing::info!(flush_id = %desc.flush_id, rows = cut.descriptor.expected_rows,
+            ms = started.elapsed().as_millis() as u64, "flush read again from Kafka; sending it whole");
+        Ok(self.rt.block_on(self.writer.send(
+            &cut.descriptor,
+            cut.schema,
+            &cut.batches,
+            self.cfg.send_deadline,
+        ))?)
     }
 
     /// Counts what the buffer did with one consumed batch.
@@ -302,11 +393,11 @@ impl Pipeline {
             return Ok(());
         }
         let rows = self.stages.rows();
-        let staged = self.stages.cut(
-            &self.cfg.kafka.topic,
-            trigger,
-            uuid::Uuid::new_v4().to_string(),
-        )?;
+        let flush_id = self
+            .flush_id
+            .take()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let staged = self.stages.cut(&self.cfg.kafka.topic, trigger, flush_id)?;
         if let Some((why, first)) = &staged.sort_skipped {
             self.metrics
                 .sort_skipped
@@ -326,11 +417,27 @@ impl Pipeline {
         let ranges = desc.ranges.clone();
         let dead_letters = desc.dead_letters.len();
         let started = Instant::now();
-        let ack =
-            self.rt.block_on(
-                self.writer
-                    .send(&desc, schema, &batches, self.cfg.send_deadline),
-            )?;
+        let deadline = self.cfg.send_deadline;
+        let broken = std::mem::take(&mut self.broken);
+        let ack = match self.stream.take() {
+            Some(stream) => match self.rt.block_on(stream.finish(&desc, deadline)) {
+                Ok(ack) => ack,
+                Err(e @ SendError::Permanent { .. }) => return Err(e.into()),
+                Err(e) => {
+                    self.metrics
+                        .errors
+                        .with_label_values(&[error_type::FLIGHT])
+                        .inc();
+                    tracing::warn!(error = %e, flush_id = %desc.flush_id,
+                        "no acknowledgement for the streamed flush; reading it again from Kafka");
+                    self.resend_from_kafka(&desc)?
+                }
+            },
+            None if broken => self.resend_from_kafka(&desc)?,
+            None => self
+                .rt
+                .block_on(self.writer.send(&desc, schema, &batches, deadline))?,
+        };
         drop(batches);
         if ack.flush_id != desc.flush_id {
             anyhow::bail!(

@@ -11,4 +11,5 @@ pub mod process;
 pub mod retry;
 pub mod shutdown;
 pub mod timestamp_text;
+pub mod unify;
 pub mod uuid_text;

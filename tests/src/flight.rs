@@ -73,6 +73,7 @@ pub fn descriptor(id: &str, ranges: Vec<OffsetRange>, rows: usize) -> FlushDescr
         ranges,
         expected_rows: rows as u64,
         dead_letters: vec![],
+        trailer: false,
     }
 }
 
@@ -124,4 +125,57 @@ pub async fn recorded(client: &mut FlightClient, topic: &str) -> Vec<OffsetRange
         .unwrap();
     let first = s.next().await.unwrap().unwrap();
     RecordedOffsets::decode(first.as_ref()).unwrap().ranges
+}
+
+/// DoPut raw messages; Ok(ack) or the gRPC status. For malformed streams.
+pub async fn put_messages(
+    client: &mut FlightClient,
+    messages: Vec<arrow_flight::FlightData>,
+) -> Result<FlushAck, tonic::Status> {
+    let results = match client
+        .do_put(futures::stream::iter(messages.into_iter().map(Ok)))
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => return Err(to_status(e)),
+    };
+    let results: Vec<_> = match results.try_collect().await {
+        Ok(r) => r,
+        Err(e) => return Err(to_status(e)),
+    };
+    Ok(FlushAck::decode(results[0].app_metadata.as_ref()).expect("ack is a FlushAck"))
+}
+
+/// The messages of a streamed flush (FlushDescriptor.trailer): the head
+/// descriptor on the first, each batch with its own schema, then `trailer`
+/// as the app_metadata of a message without Arrow data (`None`: left out).
+pub async fn streamed_messages(
+    flush_id: &str,
+    batches: Vec<RecordBatch>,
+    trailer: Option<&FlushDescriptor>,
+) -> Vec<arrow_flight::FlightData> {
+    let head = FlushDescriptor {
+        flush_id: flush_id.into(),
+        trailer: true,
+        ..Default::default()
+    };
+    let mut fd = Some(FlightDescriptor::new_cmd(head.encode_to_vec()));
+    let mut out = Vec::new();
+    for b in batches {
+        let encoded: Vec<_> = FlightDataEncoderBuilder::new()
+            .with_schema(b.schema())
+            .with_flight_descriptor(fd.take())
+            .build(futures::stream::iter([Ok(b)]))
+            .try_collect()
+            .await
+            .unwrap();
+        out.extend(encoded);
+    }
+    if let Some(t) = trailer {
+        out.push(arrow_flight::FlightData {
+            app_metadata: t.encode_to_vec().into(),
+            ..Default::default()
+        });
+    }
+    out
 }

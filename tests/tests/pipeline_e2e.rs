@@ -122,6 +122,48 @@ fn kill9_of_writer_mid_flush_loses_and_duplicates_nothing() {
     assert_eq!(distinct_seq(&lake), (1500, 1500));
 }
 
+/// The writer dies with a streamed flush half received: ingest no longer
+/// holds what it sent, so it reads the flush's ranges again from Kafka and
+/// sends the flush whole to the restarted writer. Each event lands once.
+#[test]
+fn kill9_of_writer_mid_stream_rereads_the_flush_from_kafka() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(TOPIC, 2, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    let lake = Lake::new(Backend::Embedded, "events");
+    produce_events(&bs, TOPIC, 2, 0, 3000);
+    let mut w = Writer::start_with(&lake, &[("MILLPOND_FAILPOINT", "kill_mid_stream")]);
+    let addr = w.addr.clone();
+    let mut o = opts(&bs, &addr, 1, 0);
+    // Small polls: the flush goes out in several batches.
+    o.extra.push(("CONSUME_BATCH_SIZE", "100".into()));
+    let ingest = Ingest::start(&o, lake.dir.path());
+    assert!(!w.proc.wait_exit(Duration::from_secs(60)).success());
+    let port = addr.rsplit(':').next().unwrap().to_owned();
+    let w2 = Writer::start_with(
+        &lake,
+        &[("MILLPOND_WRITER_ADDR", &format!("127.0.0.1:{port}"))],
+    );
+    eventually(Duration::from_secs(60), "offsets committed", || {
+        total_committed(&bs, 2) == 3000
+    });
+    assert!(ingest.metric("millpond_errors_total", &[("type", "flight")]) >= 1.0);
+    assert_eq!(
+        ingest.metric("millpond_records_consumed_total", &[("partition", "0")])
+            + ingest.metric("millpond_records_consumed_total", &[("partition", "1")]),
+        3000.0,
+        "the re-read is not counted as consumed again"
+    );
+    ingest.stop();
+    assert_eq!(
+        w2.metric("millpond_flushes_already_recorded_total", &[]),
+        0.0
+    );
+    assert_eq!(w2.metric("millpond_records_written_total", &[]), 3000.0);
+    w2.stop();
+    assert_eq!(distinct_seq(&lake), (3000, 3000));
+}
+
 #[test]
 fn kill9_of_ingest_after_lake_commit_before_kafka_commit_resumes_from_the_lake() {
     let cluster = MockCluster::new(1).unwrap();

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use millpond_proto::{AckOutcome, OffsetRange};
-use millpond_tests::flight::{client, descriptor, put, recorded, rows, with_coordinates};
+use millpond_tests::flight::{
+    client, descriptor, put, put_messages, recorded, rows, streamed_messages, with_coordinates,
+};
 use millpond_tests::lake::{Backend, Lake};
 use millpond_tests::writer::Writer;
 
@@ -654,6 +656,145 @@ async fn out_of_band_drop_and_rename_do_not_wedge(backend: Backend) {
         ["20|10|20"],
         "name re-added for the later flushes; id re-added beside the renamed column"
     );
+}
+
+/// A flush streamed as ingest streams it (the real client): batches with
+/// different schemas land aligned to their union, with the dead letter and
+/// the ranges of the trailing descriptor, in one commit.
+async fn a_streamed_flush_lands_aligned_to_its_union(backend: Backend) {
+    let lake = Lake::new(backend, "events");
+    let writer = Writer::start(&lake);
+    let first = rows(0, 3);
+    let second = batch(
+        vec![("id", DataType::Int64), ("score", DataType::Float64)],
+        vec![
+            Arc::new(Int64Array::from(vec![3, 4])),
+            Arc::new(Float64Array::from(vec![0.5, 2.25])),
+        ],
+    );
+    let deadline = std::time::Duration::from_secs(30);
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let mut stream = sender.open("s1", &first, deadline).await.unwrap();
+    stream.push(&second, deadline).await.unwrap();
+    let mut desc = descriptor("s1", vec![r(0, 0, 5)], 5);
+    desc.dead_letters.push(millpond_proto::DeadLetter {
+        topic: "events".into(),
+        partition: 0,
+        offset: 5,
+        reason: "not_an_object".into(),
+        original: b"[5]".to_vec(),
+        ..Default::default()
+    });
+    let ack = stream.finish(&desc, deadline).await.unwrap();
+    assert_eq!(
+        (
+            ack.flush_id.as_str(),
+            ack.rows_written,
+            ack.dead_letters_written,
+            ack.outcome()
+        ),
+        ("s1", 5, 1, AckOutcome::Written)
+    );
+    let mut c = client(&writer.addr).await;
+    assert_eq!(recorded(&mut c, "events").await, vec![r(0, 0, 5)]);
+    writer.stop();
+    let cols: Vec<String> = lake.columns().into_iter().map(|c| c.0).collect();
+    assert_eq!(cols, ["id", "name", "score", "_inserted_at"]);
+    assert_eq!(
+        lake.column_text("string_agg(coalesce(name, '-') || ':' || coalesce(score::VARCHAR, '-'), ',' ORDER BY id)"),
+        vec![Some("row-0:-,row-1:-,row-2:-,-:0.5,-:2.25".into())]
+    );
+    assert_eq!(
+        lake.query(
+            "SELECT kafka_offset, reason, original::VARCHAR FROM lake.main.events_dead_letters"
+        ),
+        ["5|not_an_object|[5]"]
+    );
+}
+
+/// A streamed flush is written only whole: a stream that ends without its
+/// trailing descriptor, names another flush in it, or goes on after it is
+/// refused, and nothing of it lands.
+async fn a_streamed_flush_without_its_trailer_writes_nothing(backend: Backend) {
+    let lake = Lake::new(backend, "events");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    let batches = || vec![rows(0, 2), rows(2, 2)];
+    let cases = [
+        (
+            streamed_messages("t1", batches(), None).await,
+            "without its trailing descriptor",
+        ),
+        (
+            streamed_messages(
+                "t2",
+                batches(),
+                Some(&descriptor("other", vec![r(0, 0, 3)], 4)),
+            )
+            .await,
+            "names flush \"other\"",
+        ),
+        (
+            {
+                let mut m = streamed_messages(
+                    "t3",
+                    batches(),
+                    Some(&descriptor("t3", vec![r(0, 0, 3)], 4)),
+                )
+                .await;
+                m.extend(
+                    streamed_messages("t3", vec![rows(4, 1)], None)
+                        .await
+                        .into_iter()
+                        .skip(1),
+                );
+                m
+            },
+            "followed the trailing descriptor",
+        ),
+        (
+            streamed_messages(
+                "t4",
+                batches(),
+                Some(&descriptor("t4", vec![r(0, 0, 3)], 5)),
+            )
+            .await,
+            "carried 4 rows but its descriptor announced 5",
+        ),
+    ];
+    for (messages, why) in cases {
+        let status = put_messages(&mut c, messages).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains(why), "{why}: {status:?}");
+    }
+    assert_eq!(recorded(&mut c, "events").await, vec![]);
+    // The same flush, whole, is then written.
+    let ok = streamed_messages(
+        "t1",
+        batches(),
+        Some(&descriptor("t1", vec![r(0, 0, 3)], 4)),
+    )
+    .await;
+    assert_eq!(put_messages(&mut c, ok).await.unwrap().rows_written, 4);
+    writer.stop();
+    assert_eq!(lake.count(), 4);
+}
+
+mod streamed {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lands_aligned_to_its_union() {
+        super::a_streamed_flush_lands_aligned_to_its_union(super::Backend::Embedded).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lands_aligned_to_its_union_on_postgres_s3() {
+        super::a_streamed_flush_lands_aligned_to_its_union(super::Backend::PostgresS3).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_its_trailer_writes_nothing() {
+        super::a_streamed_flush_without_its_trailer_writes_nothing(super::Backend::Embedded).await
+    }
 }
 
 macro_rules! every_backend {

@@ -119,6 +119,7 @@ fn bench(c: &mut Criterion) {
                     ranges: vec![OffsetRange::new("events", 0, next, next + ROWS as i64 - 1)],
                     expected_rows: ROWS,
                     dead_letters: vec![],
+                    trailer: false,
                 };
                 next += ROWS as i64;
                 let stream = FlightDataEncoderBuilder::new()

@@ -11,6 +11,7 @@ mod discover;
 mod lag;
 mod latest;
 pub mod msk_iam;
+mod reread;
 
 pub use assign::{assign, my_partitions, resume_points, Resume, ResumeError};
 pub use client::{build_consumer, Consumer};
@@ -20,3 +21,4 @@ pub use context::KafkaContext;
 pub use discover::Discovery;
 pub use lag::LagSampler;
 pub use latest::RunToLatest;
+pub use reread::reread;

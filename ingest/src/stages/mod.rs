@@ -92,6 +92,18 @@ impl Stages {
         Ok(Staged { cut, sort_skipped })
     }
 
+    /// True when a flush can go to the writer batch by batch as it is
+    /// consumed: the pre-write sort needs the whole flush, so a flush held
+    /// for MILLPOND_SORT_BY is sent at its cut.
+    pub fn streams(&self) -> bool {
+        self.sort_by.is_empty()
+    }
+
+    /// The batches converted since the last call (see [`Pending::drain`]).
+    pub fn drain(&mut self) -> Vec<arrow::record_batch::RecordBatch> {
+        self.pending.drain()
+    }
+
     pub fn bytes(&self) -> usize {
         self.pending.bytes()
     }

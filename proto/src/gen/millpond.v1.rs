@@ -18,6 +18,14 @@ pub struct OffsetRange {
 /// _millpond_key (binary); the writer uses them to dead-letter single values
 /// and never writes them as table columns. Without them the flush is valid,
 /// and value-level dead letters carry partition and offset -1.
+///
+/// A flush may also be streamed as it accumulates: the first descriptor says
+/// `trailer` and carries only the flush id and trigger; batches follow, and a
+/// batch may bring a new schema (a schema message mid-stream); the last
+/// message has no Arrow data and its app_metadata is the whole descriptor
+/// (same flush id, the ranges, expected_rows, dead letters). The writer
+/// aligns the batches to their union schema, as a sender aligns a flush it
+/// sends whole. A stream that ends without that message writes nothing.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct FlushDescriptor {
     /// Stable across resends of the same flush.
@@ -38,6 +46,10 @@ pub struct FlushDescriptor {
     /// dead letters is valid as it is.
     #[prost(message, repeated, tag = "5")]
     pub dead_letters: ::prost::alloc::vec::Vec<DeadLetter>,
+    /// True on the first message of a streamed flush: the descriptor that
+    /// counts is the app_metadata of the stream's last message.
+    #[prost(bool, tag = "6")]
+    pub trailer: bool,
 }
 /// A consumed record, or one value of it, that could not be written as sent.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -38,6 +38,8 @@ struct JsonDescriptor {
     expected_rows: u64,
     #[serde(default)]
     dead_letters: Vec<JsonDeadLetter>,
+    #[serde(default)]
+    trailer: bool,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -113,6 +115,7 @@ impl From<JsonDescriptor> for FlushDescriptor {
                     value_level: l.value_level,
                 })
                 .collect(),
+            trailer: d.trailer,
         }
     }
 }
@@ -231,6 +234,7 @@ mod tests {
                 original: b"[1]".to_vec(),
                 ..Default::default()
             }],
+            trailer: true,
         };
         let (back, enc) = decode_descriptor(&d.encode_to_vec()).unwrap();
         assert_eq!((back, enc), (d, Encoding::Protobuf));

@@ -283,18 +283,38 @@ impl WriterService {
             .ok_or_else(|| {
                 Status::invalid_argument("the first DoPut message must carry a FlightDescriptor whose cmd is a FlushDescriptor")
             })?;
-        let (desc, enc) = decode_descriptor(&cmd).map_err(Status::invalid_argument)?;
-        if desc.flush_id.is_empty() {
+        let (head, enc) = decode_descriptor(&cmd).map_err(Status::invalid_argument)?;
+        if head.flush_id.is_empty() {
             return Err(Status::invalid_argument("flush_id must not be empty"));
         }
         let wire = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counter = wire.clone();
+        // A streamed flush ends with a message holding no Arrow data whose
+        // app_metadata is the whole descriptor; it never reaches the decoder.
+        let trailer = Arc::new(std::sync::Mutex::new(None::<bytes::Bytes>));
+        let slot = trailer.clone();
+        let streamed = head.trailer;
         let all = stream::once(async { Ok(first) })
             .chain(stream.map_err(|s| FlightError::Tonic(Box::new(s))))
             .inspect_ok(move |fd: &FlightData| {
                 let n = (fd.data_header.len() + fd.data_body.len()) as u64;
                 counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-            });
+            })
+            .and_then(move |fd: FlightData| {
+                let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                let out = if slot.is_some() {
+                    Err(FlightError::protocol(
+                        "a message followed the trailing descriptor of a streamed flush",
+                    ))
+                } else if streamed && fd.data_header.is_empty() && !fd.app_metadata.is_empty() {
+                    *slot = Some(fd.app_metadata);
+                    Ok(None)
+                } else {
+                    Ok(Some(fd))
+                };
+                futures::future::ready(out)
+            })
+            .try_filter_map(futures::future::ok);
         let mut decoder = FlightDataDecoder::new(all);
         let mut schema = None;
         let mut batches = Vec::new();
@@ -304,12 +324,45 @@ impl WriterService {
                 DecodedPayload::RecordBatch(b) => batches.push(b),
                 DecodedPayload::None => {}
             }
+            if streamed
+                && !batches.is_empty()
+                && self.failpoint.as_deref() == Some("kill_mid_stream")
+            {
+                tracing::warn!(flush_id = %head.flush_id, "failpoint kill_mid_stream: crashing with the flush half received");
+                millpond_shared::process::crash_now("kill_mid_stream");
+            }
         }
-        let schema = batches
-            .first()
-            .map(|b| b.schema())
-            .or(schema)
-            .unwrap_or_else(|| Arc::new(Schema::empty()));
+        let desc = if streamed {
+            let bytes = trailer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "streamed flush {} ended without its trailing descriptor; nothing was written",
+                        head.flush_id
+                    ))
+                })?;
+            let (desc, _) = decode_descriptor(&bytes)
+                .map_err(|e| Status::invalid_argument(format!("trailing descriptor: {e}")))?;
+            if desc.flush_id != head.flush_id {
+                return Err(Status::invalid_argument(format!(
+                    "trailing descriptor names flush {:?}, the stream began as {:?}",
+                    desc.flush_id, head.flush_id
+                )));
+            }
+            desc
+        } else {
+            head
+        };
+        // Batches may differ in schema (a streamed flush sends each as it
+        // was converted): align them as ingest aligns a flush sent whole.
+        let (schema, batches) = if batches.is_empty() {
+            (schema.unwrap_or_else(|| Arc::new(Schema::empty())), batches)
+        } else {
+            millpond_shared::unify::unify(batches)
+                .map_err(|e| Status::invalid_argument(format!("flush batches: {e}")))?
+        };
         let flush = Flush {
             id: desc.flush_id.clone(),
             trigger: desc.trigger(),
