@@ -71,6 +71,8 @@ pub struct Cut {
     pub batches: Vec<RecordBatch>,
     /// Arrow plus dead-letter bytes that were pending.
     pub bytes: usize,
+    /// Records the flush covers: rows, dead letters, tombstones, filtered.
+    pub records: usize,
 }
 
 /// What [`Pending`] refuses to hold.
@@ -153,6 +155,8 @@ pub struct Pending {
     /// partition -> (first, last) offsets seen since the last flush,
     /// including skipped records and tombstones.
     ranges: BTreeMap<i32, (i64, i64)>,
+    /// Records seen since the last flush.
+    records: usize,
 }
 
 impl Pending {
@@ -329,6 +333,7 @@ impl Pending {
         let ranges = self.ranges(topic);
         let rows = self.rows;
         let bytes = self.bytes();
+        let records = std::mem::take(&mut self.records);
         let dead_letters = std::mem::take(&mut self.dead_letters);
         let (schema, batches) = self.take()?;
         Ok(Cut {
@@ -343,6 +348,7 @@ impl Pending {
             schema,
             batches,
             bytes,
+            records,
         })
     }
 
@@ -430,6 +436,7 @@ impl Pending {
     }
 
     fn track(&mut self, partition: i32, offset: i64) {
+        self.records += 1;
         self.ranges
             .entry(partition)
             .and_modify(|(_, last)| *last = (*last).max(offset))
@@ -447,6 +454,13 @@ impl Pending {
     /// then carries only the descriptor.
     pub fn drain(&mut self) -> Vec<RecordBatch> {
         std::mem::take(&mut self.batches)
+    }
+
+    /// Gives back batches taken by [`Pending::drain`] that could not be
+    /// streamed: the flush holds them again, ahead of any later ones.
+    pub fn restore(&mut self, mut batches: Vec<RecordBatch>) {
+        batches.append(&mut self.batches);
+        self.batches = batches;
     }
 
     /// What the flush will weigh when cut: converted batches, dead

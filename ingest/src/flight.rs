@@ -138,6 +138,12 @@ impl WriterClient {
         }
     }
 
+    /// Forgets the connection: the next call connects (and announces
+    /// this instance) anew. For a stream that broke.
+    pub fn reset(&mut self) {
+        self.channel = None;
+    }
+
     /// Says `action` (`ACTION_INGEST_STOPPED`) for an ingest instance,
     /// retrying until `deadline`.
     pub async fn announce(
@@ -196,15 +202,26 @@ impl WriterClient {
 
     /// Opens a streamed flush (see `FlushDescriptor.trailer`) whose first
     /// batch is `first`, connecting until `deadline`. Nothing of the flush
-    /// is lost while this fails: the caller still holds `first`.
+    /// is lost while this fails: `first` is only borrowed.
     pub async fn open(
         &mut self,
         flush_id: &str,
         first: &RecordBatch,
         deadline: Duration,
     ) -> Result<FlushStream, SendError> {
+        // A round trip first: a cached connection to a writer that died
+        // would otherwise take the first batches and lose them. A new
+        // connection announces this ingest to the (restarted) writer.
         let client = self
-            .retrying(deadline, "connect", |c| async move { Attempt::Done(c) })
+            .retrying(deadline, "stream-open", |mut c| async move {
+                match c.list_actions().await {
+                    Ok(s) => match s.try_collect::<Vec<_>>().await {
+                        Ok(_) => Attempt::Done(c),
+                        Err(e) => Attempt::Retry(e.to_string()),
+                    },
+                    Err(e) => Attempt::Retry(e.to_string()),
+                }
+            })
             .await?;
         let (tx, rx) = tokio::sync::mpsc::channel::<FlightData>(STREAM_QUEUE);
         let reply = tokio::spawn(put_stream(client, rx));
@@ -309,7 +326,8 @@ impl FlushStream {
         }
     }
 
-    /// Ends the stream with the whole descriptor and waits for the ack.
+    /// Ends the stream with the whole descriptor and waits for the ack,
+    /// all within `deadline`.
     pub async fn finish(
         mut self,
         desc: &FlushDescriptor,
@@ -319,23 +337,32 @@ impl FlushStream {
             app_metadata: desc.encode_to_vec().into(),
             ..Default::default()
         };
-        let sent = self.send(trailer, deadline).await;
-        drop(self.tx);
-        let reply = match tokio::time::timeout(deadline, &mut self.reply).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(SendError::Broken(format!("stream task: {e}"))),
-            Err(_) => {
-                self.reply.abort();
-                return Err(SendError::Deadline(deadline, "no acknowledgement".into()));
-            }
-        };
-        sent?;
-        match reply.map_err(classify::<()>) {
-            Ok(ack) => Ok(ack),
-            Err(Attempt::Fatal(e)) => Err(e),
-            Err(Attempt::Retry(why)) => Err(SendError::Broken(why)),
-            Err(Attempt::Done(())) => unreachable!("classify never returns Done"),
+        let outcome = tokio::time::timeout(deadline, async {
+            // A refused trailer still leaves the writer's answer to read:
+            // its status says whether a resend can help.
+            let _ = self.tx.send(trailer).await;
+            self.tx = tokio::sync::mpsc::channel(1).0;
+            (&mut self.reply).await
+        })
+        .await;
+        match outcome {
+            Err(_) => Err(SendError::Deadline(deadline, "no acknowledgement".into())),
+            Ok(Err(e)) => Err(SendError::Broken(format!("stream task: {e}"))),
+            Ok(Ok(Ok(ack))) => Ok(ack),
+            Ok(Ok(Err(e))) => match classify::<()>(e) {
+                Attempt::Fatal(e) => Err(e),
+                Attempt::Retry(why) => Err(SendError::Broken(why)),
+                Attempt::Done(()) => unreachable!("classify never returns Done"),
+            },
         }
+    }
+}
+
+impl Drop for FlushStream {
+    /// A stream given up on stops at once instead of holding its queued
+    /// data and the connection's flow-control window.
+    fn drop(&mut self) {
+        self.reply.abort();
     }
 }
 

@@ -17,6 +17,7 @@ use crate::freshness::Freshness;
 use crate::health::IngestHealth;
 use crate::kafka::{commit_offsets, Consumer, Discovery, LagSampler, RunToLatest};
 use crate::stages::Stages;
+use millpond_proto::FlushAck;
 
 pub struct Pipeline {
     pub cfg: IngestConfig,
@@ -44,8 +45,49 @@ pub struct Pipeline {
     /// The pending flush lost its stream: it is read again from Kafka and
     /// sent whole at its cut.
     broken: bool,
+    /// The writer could not be reached when the pending flush's stream was
+    /// to open: ingest holds the flush and sends it whole at its cut.
+    held: bool,
     /// The dynamic allowlist, for a flush rebuilt from Kafka.
     live: Option<crate::stages::include::LiveValues>,
+}
+
+/// Longest wait for the writer to take the next message of a streamed
+/// flush (it reads as fast as it decodes); past it the stream is broken.
+const STREAM_STALL: Duration = Duration::from_secs(60);
+
+/// How long opening a flush's stream may try to reach the writer before
+/// the flush is held and sent whole instead.
+const OPEN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Time left until `until`.
+fn left(until: Instant) -> Duration {
+    until.saturating_duration_since(Instant::now())
+}
+
+/// What a flush rebuilt from Kafka must match: the same records, with the
+/// same outcome, under the same id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rebuild {
+    flush_id: String,
+    trigger: FlushTrigger,
+    ranges: Vec<millpond_proto::OffsetRange>,
+    records: usize,
+    rows: u64,
+    dead_letters: usize,
+}
+
+impl Rebuild {
+    fn of(desc: &millpond_proto::FlushDescriptor, records: usize) -> Self {
+        Rebuild {
+            flush_id: desc.flush_id.clone(),
+            trigger: desc.trigger(),
+            ranges: desc.ranges.clone(),
+            records,
+            rows: desc.expected_rows,
+            dead_letters: desc.dead_letters.len(),
+        }
+    }
 }
 
 /// Longest single wait inside one consume call, so shutdown is prompt.
@@ -96,6 +138,7 @@ impl Pipeline {
             stream: None,
             flush_id: None,
             broken: false,
+            held: false,
             live: None,
         }
     }
@@ -262,24 +305,45 @@ impl Pipeline {
     }
 
     /// Sends the batches converted since the last call on the flush's
-    /// stream, opening it on the first. A failure marks the flush broken:
-    /// its batches are dropped and the flush is read again at its cut.
+    /// stream, opening it on the first. If the writer cannot be reached
+    /// before anything was sent, the flush is held and sent whole at its
+    /// cut. A stream that breaks later marks the flush broken: what it
+    /// carried is gone, so the flush is read again from Kafka at its cut.
     fn stream_converted(&mut self) {
-        let deadline = self.cfg.send_deadline;
-        for batch in self.stages.drain() {
+        if self.held {
+            return;
+        }
+        let stall = self.cfg.send_deadline.min(STREAM_STALL);
+        let mut batches = self.stages.drain().into_iter();
+        while let Some(batch) = batches.next() {
             if self.broken {
                 continue;
             }
             let sent = match self.stream.as_mut() {
-                Some(s) => self.rt.block_on(s.push(&batch, deadline)),
+                Some(s) => self.rt.block_on(s.push(&batch, stall)),
                 None => {
                     let id = self
                         .flush_id
                         .get_or_insert_with(|| uuid::Uuid::new_v4().to_string())
                         .clone();
-                    self.rt
-                        .block_on(self.writer.open(&id, &batch, deadline))
-                        .map(|s| self.stream = Some(s))
+                    match self
+                        .rt
+                        .block_on(self.writer.open(&id, &batch, OPEN_DEADLINE))
+                    {
+                        Ok(s) => {
+                            self.stream = Some(s);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, flush_id = %id,
+                                "cannot open a stream to the writer; holding this flush and sending it whole at its cut");
+                            self.writer.reset();
+                            self.held = true;
+                            self.stages
+                                .restore(std::iter::once(batch).chain(batches).collect());
+                            return;
+                        }
+                    }
                 }
             };
             if let Err(e) = sent {
@@ -290,48 +354,45 @@ impl Pipeline {
                 tracing::warn!(error = %e, flush_id = ?self.flush_id,
                     "the flush's stream to the writer broke; the flush will be read again from Kafka and sent whole");
                 self.stream = None;
+                self.writer.reset();
                 self.broken = true;
             }
         }
     }
 
-    /// Sends a flush whose stream broke: its ranges are read again from
-    /// Kafka into a flush of the same id and ranges, sent whole.
-    fn resend_from_kafka(
-        &mut self,
-        desc: &millpond_proto::FlushDescriptor,
-    ) -> anyhow::Result<millpond_proto::FlushAck> {
+    /// Sends a flush whose stream broke, before `until`: its ranges are
+    /// read again from Kafka into a flush of the same id, which must cover
+    /// the same records with the same outcome, and sent whole.
+    fn resend_from_kafka(&mut self, want: &Rebuild, until: Instant) -> anyhow::Result<FlushAck> {
         let started = Instant::now();
         let mut stages = Stages::new(&self.cfg.stages);
         if let Some(live) = &self.live {
             stages = stages.with_live_allowlist(live.clone());
         }
-        let mut cfg = self.cfg.clone();
-        cfg.kafka.stats_interval_ms = 0;
-        let consumer = crate::kafka::build_consumer(&cfg, self.metrics.clone())?;
+        let consumer = crate::kafka::build_reread_consumer(&self.cfg, self.metrics.clone())?;
         let topic = self.cfg.kafka.topic.clone();
-        crate::kafka::reread(&consumer, &desc.ranges, self.cfg.send_deadline, |records| {
+        crate::kafka::reread(&consumer, &want.ranges, left(until), |records| {
             stages.process(&topic, records);
         })?;
         drop(consumer);
-        let cut = stages
-            .cut(&topic, desc.trigger(), desc.flush_id.clone())?
-            .cut;
-        if cut.descriptor.ranges != desc.ranges {
+        let cut = stages.cut(&topic, want.trigger, want.flush_id.clone())?.cut;
+        let got = Rebuild::of(&cut.descriptor, cut.records);
+        if got != *want {
+            // Ranges, records or their outcome differ (records gone from
+            // Kafka, an allowlist changed meanwhile): exit, and let the
+            // restart resume from the lake's and Kafka's offsets.
             anyhow::bail!(
-                "flush {} read again from Kafka covers {:?}, not {:?}; not sending it",
-                desc.flush_id,
-                cut.descriptor.ranges,
-                desc.ranges
+                "flush {} read again from Kafka is not the flush that was streamed ({got:?} against {want:?}); not sending it",
+                want.flush_id
             );
         }
-        tracing::info!(flush_id = %desc.flush_id, rows = cut.descriptor.expected_rows,
+        tracing::info!(flush_id = %want.flush_id, rows = cut.descriptor.expected_rows,
             ms = started.elapsed().as_millis() as u64, "flush read again from Kafka; sending it whole");
         Ok(self.rt.block_on(self.writer.send(
             &cut.descriptor,
             cut.schema,
             &cut.batches,
-            self.cfg.send_deadline,
+            left(until),
         ))?)
     }
 
@@ -413,14 +474,19 @@ impl Pipeline {
             schema,
             batches,
             bytes,
+            records,
         } = staged.cut;
+        let flush_id = desc.flush_id.clone();
         let ranges = desc.ranges.clone();
         let dead_letters = desc.dead_letters.len();
         let started = Instant::now();
-        let deadline = self.cfg.send_deadline;
+        // One deadline for the whole delivery: the stream's end, a re-read
+        // and the resend all fit in it (below the liveness budget).
+        let until = started + self.cfg.send_deadline;
         let broken = std::mem::take(&mut self.broken);
+        self.held = false;
         let ack = match self.stream.take() {
-            Some(stream) => match self.rt.block_on(stream.finish(&desc, deadline)) {
+            Some(stream) => match self.rt.block_on(stream.finish(&desc, left(until))) {
                 Ok(ack) => ack,
                 Err(e @ SendError::Permanent { .. }) => return Err(e.into()),
                 Err(e) => {
@@ -428,26 +494,34 @@ impl Pipeline {
                         .errors
                         .with_label_values(&[error_type::FLIGHT])
                         .inc();
-                    tracing::warn!(error = %e, flush_id = %desc.flush_id,
+                    self.writer.reset();
+                    tracing::warn!(error = %e, flush_id = %flush_id,
                         "no acknowledgement for the streamed flush; reading it again from Kafka");
-                    self.resend_from_kafka(&desc)?
+                    // Only the counts are needed now, not the dead letters.
+                    let want = Rebuild::of(&desc, records);
+                    drop(desc);
+                    self.resend_from_kafka(&want, until)?
                 }
             },
-            None if broken => self.resend_from_kafka(&desc)?,
+            None if broken => {
+                let want = Rebuild::of(&desc, records);
+                drop(desc);
+                self.resend_from_kafka(&want, until)?
+            }
             None => self
                 .rt
-                .block_on(self.writer.send(&desc, schema, &batches, deadline))?,
+                .block_on(self.writer.send(&desc, schema, &batches, left(until)))?,
         };
         drop(batches);
-        if ack.flush_id != desc.flush_id {
+        if ack.flush_id != flush_id {
             anyhow::bail!(
                 "the writer acknowledged flush {:?} while {} was sent; not committing",
                 ack.flush_id,
-                desc.flush_id
+                flush_id
             );
         }
         if self.cfg.failpoint.as_deref() == Some("kill_after_ack") {
-            tracing::warn!(flush_id = %desc.flush_id, "failpoint kill_after_ack: crashing before the Kafka commit");
+            tracing::warn!(flush_id = %flush_id, "failpoint kill_after_ack: crashing before the Kafka commit");
             millpond_shared::process::crash_now("kill_after_ack");
         }
         commit_offsets(&self.consumer, &ranges, &self.metrics)?;
@@ -459,7 +533,7 @@ impl Pipeline {
             .inc();
         self.metrics.pending_bytes.set(0);
         self.metrics.buffer_fullness.set(0.0);
-        tracing::info!(flush_id = %desc.flush_id, trigger = trigger.label(), rows, bytes,
+        tracing::info!(flush_id = %flush_id, trigger = trigger.label(), rows, bytes,
             written = ack.rows_written, dead_letters, outcome = ?ack.outcome(), partitions = ranges.len(),
             ms = started.elapsed().as_millis() as u64, "flush acknowledged and committed");
         Ok(())

@@ -164,6 +164,46 @@ fn kill9_of_writer_mid_stream_rereads_the_flush_from_kafka() {
     assert_eq!(distinct_seq(&lake), (3000, 3000));
 }
 
+/// The writer is down when a flush's first batch is ready: nothing was
+/// sent, so ingest holds that flush and sends it whole once the writer is
+/// back (no re-read from Kafka).
+#[test]
+fn a_writer_down_at_a_flush_start_gets_the_flush_whole_later() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(TOPIC, 2, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    let lake = Lake::new(Backend::Embedded, "events");
+    produce_events(&bs, TOPIC, 2, 0, 500);
+    let w = Writer::start(&lake);
+    let addr = w.addr.clone();
+    let ingest = Ingest::start(&opts(&bs, &addr, 1, 0), lake.dir.path());
+    eventually(Duration::from_secs(60), "first flush committed", || {
+        total_committed(&bs, 2) == 500
+    });
+    let mut w = w;
+    w.proc.kill9();
+    produce_events(&bs, TOPIC, 2, 500, 700);
+    // Longer than ingest tries to open a stream (10 s).
+    std::thread::sleep(Duration::from_secs(12));
+    let port = addr.rsplit(':').next().unwrap().to_owned();
+    let w2 = Writer::start_with(
+        &lake,
+        &[("MILLPOND_WRITER_ADDR", &format!("127.0.0.1:{port}"))],
+    );
+    eventually(Duration::from_secs(60), "held flush committed", || {
+        total_committed(&bs, 2) == 1200
+    });
+    // Held and resent, not read again: no broken stream was counted.
+    assert_eq!(
+        ingest.metric("millpond_errors_total", &[("type", "flight")]),
+        0.0
+    );
+    ingest.stop();
+    assert_eq!(w2.metric("millpond_records_written_total", &[]), 700.0);
+    w2.stop();
+    assert_eq!(distinct_seq(&lake), (1200, 1200));
+}
+
 #[test]
 fn kill9_of_ingest_after_lake_commit_before_kafka_commit_resumes_from_the_lake() {
     let cluster = MockCluster::new(1).unwrap();

@@ -81,8 +81,22 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let _ = stop_tx.send(true);
-    // Graceful: an in-flight flush completes before the server returns.
-    server.task.await??;
+    // Graceful: an in-flight flush completes before the server returns. A
+    // streamed flush still arriving (its ingest is not stopping with this
+    // writer) is not waited for: nothing of it is written, and its ingest
+    // reads it again from Kafka. A write already under way still finishes
+    // before the sink closes (it holds the sink).
+    let mut task = server.task;
+    match tokio::time::timeout(STOP_WAIT, &mut task).await {
+        Ok(served) => served??,
+        Err(_) => {
+            tracing::warn!(
+                waited_ms = STOP_WAIT.as_millis() as u64,
+                "a flush stream is still open; stopping without it (its ingest sends it again)"
+            );
+            task.abort();
+        }
+    }
     let closed =
         tokio::task::spawn_blocking(move || sink.lock().unwrap_or_else(|p| p.into_inner()).close())
             .await?;
@@ -97,3 +111,6 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
         }
     }
 }
+
+/// Longest wait, once serving stops, for DoPuts still open.
+const STOP_WAIT: Duration = Duration::from_secs(5);

@@ -54,6 +54,32 @@ pub fn client_config(cfg: &IngestConfig) -> ClientConfig {
 /// Builds the consumer. A refused property is reported by name only: its
 /// value may be a credential (KAFKA_CONSUMER_SASL_PASSWORD and friends).
 pub fn build_consumer(cfg: &IngestConfig, metrics: IngestMetrics) -> anyhow::Result<Consumer> {
+    create(client_config(cfg), cfg, metrics)
+}
+
+/// A consumer for re-reading one flush's offset ranges (see
+/// `kafka::reread`): the same connection settings, no statistics, a small
+/// prefetch, and an error instead of a jump when an offset is gone.
+pub fn build_reread_consumer(
+    cfg: &IngestConfig,
+    metrics: IngestMetrics,
+) -> anyhow::Result<Consumer> {
+    let mut c = client_config(cfg);
+    c.set("statistics.interval.ms", "0")
+        .set("queued.max.messages.kbytes", "4096")
+        .set("auto.offset.reset", "error")
+        .set(
+            "client.id",
+            format!("millpond-{}-{}-reread", cfg.kafka.topic, cfg.ordinal),
+        );
+    create(c, cfg, metrics)
+}
+
+fn create(
+    config: ClientConfig,
+    cfg: &IngestConfig,
+    metrics: IngestMetrics,
+) -> anyhow::Result<Consumer> {
     let msk_iam = match &cfg.kafka.msk_iam {
         Some(m) => {
             let credentials = ChainCredentials::start(m).map_err(anyhow::Error::msg)?;
@@ -67,7 +93,7 @@ pub fn build_consumer(cfg: &IngestConfig, metrics: IngestMetrics) -> anyhow::Res
         None => None,
     };
     let ctx = KafkaContext::new(metrics, msk_iam);
-    client_config(cfg).create_with_context(ctx).map_err(|e| match e {
+    config.create_with_context(ctx).map_err(|e| match e {
         KafkaError::ClientConfig(_, _, key, _) => anyhow::anyhow!(
             "librdkafka refused the property {key:?} (set by KAFKA_CONSUMER_* or a core variable); its value is not shown"
         ),

@@ -14,7 +14,7 @@ pub mod msk_iam;
 mod reread;
 
 pub use assign::{assign, my_partitions, resume_points, Resume, ResumeError};
-pub use client::{build_consumer, Consumer};
+pub use client::{build_consumer, build_reread_consumer, Consumer};
 pub use commit::commit_offsets;
 pub use connect::partition_count;
 pub use context::KafkaContext;

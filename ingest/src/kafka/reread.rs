@@ -8,11 +8,21 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use millpond_proto::OffsetRange;
 use rdkafka::consumer::Consumer as _;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::Consumer;
 use crate::buffer::Record;
+
+/// An error that says the flush's records cannot be read any more.
+fn gone(e: &KafkaError) -> bool {
+    matches!(e, KafkaError::MessageConsumptionFatal(_))
+        || matches!(
+            e.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::OffsetOutOfRange | RDKafkaErrorCode::AutoOffsetReset)
+        )
+}
 
 /// Records handed to `each` at a time.
 const CHUNK: usize = 1000;
@@ -38,6 +48,7 @@ pub fn reread(
         .assign(&tpl)
         .context("assigning the flush's ranges for the re-read")?;
     let started = Instant::now();
+    let mut next: BTreeMap<i32, i64> = BTreeMap::new();
     let mut chunk: Vec<BorrowedMessage<'_>> = Vec::with_capacity(CHUNK);
     let flush = |chunk: &mut Vec<BorrowedMessage<'_>>, each: &mut dyn FnMut(&[Record<'_>])| {
         let records: Vec<Record<'_>> = chunk
@@ -65,13 +76,26 @@ pub fn reread(
             flush(&mut chunk, &mut each);
             continue;
         };
-        let m = m.context("re-reading the flush from Kafka")?;
+        let m = match m {
+            Ok(m) => m,
+            Err(e) if gone(&e) => {
+                bail!("re-reading the flush from Kafka: its records are no longer there ({e})")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "consume error while re-reading a flush; going on");
+                continue;
+            }
+        };
         let Some(&(first, last)) = open.get(&m.partition()) else {
             continue;
         };
-        if m.offset() < first {
+        // Below the next offset expected: before the range, or a record
+        // already read (a refetch); neither belongs to the flush twice.
+        let expected = next.entry(m.partition()).or_insert(first);
+        if m.offset() < *expected {
             continue;
         }
+        *expected = m.offset() + 1;
         if m.offset() >= last {
             open.remove(&m.partition());
         }

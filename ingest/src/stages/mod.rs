@@ -104,6 +104,11 @@ impl Stages {
         self.pending.drain()
     }
 
+    /// See [`Pending::restore`].
+    pub fn restore(&mut self, batches: Vec<arrow::record_batch::RecordBatch>) {
+        self.pending.restore(batches);
+    }
+
     pub fn bytes(&self) -> usize {
         self.pending.bytes()
     }

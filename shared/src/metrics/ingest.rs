@@ -97,7 +97,7 @@ impl IngestMetrics {
             pending_bytes: gauge(
                 registry,
                 "pending_bytes",
-                "Arrow bytes waiting for the next flush",
+                "Size of the pending flush (Arrow and dead-letter bytes, sent or not) against FLUSH_SIZE",
             ),
             buffer_fullness: register(
                 registry,

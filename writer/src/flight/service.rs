@@ -126,13 +126,17 @@ impl WriterService {
         &self,
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<BoxStream<'static, Result<PutResult, Status>>>, Status> {
-        let started = Instant::now();
+        let receiving = Instant::now();
         let (flush, enc, bytes) = self.receive(request).await.inspect_err(|_| {
             self.metrics
                 .errors
                 .with_label_values(&[error_type::FLIGHT])
                 .inc();
         })?;
+        // A streamed flush arrives over the time ingest takes to consume
+        // it; the flush's duration is the write, from its last message.
+        let received_ms = receiving.elapsed().as_millis() as u64;
+        let started = Instant::now();
         let rows_in = flush.rows();
         let id = flush.id.clone();
         let sink = self.sink.clone();
@@ -160,7 +164,7 @@ impl WriterService {
                 self.metrics.flush_size_bytes.observe(bytes as f64);
                 self.metrics.flush_size_records.observe(rows_in as f64);
                 tracing::info!(flush_id = %id, rows = receipt.rows_written, dead_letters = receipt.dead_letters_written, outcome = ?receipt.outcome,
-                    snapshot = ?receipt.snapshot_id, ms = started.elapsed().as_millis() as u64, "flush durable");
+                    snapshot = ?receipt.snapshot_id, received_ms, ms = started.elapsed().as_millis() as u64, "flush durable");
                 let ack = FlushAck {
                     flush_id: id,
                     rows_written: receipt.rows_written,
@@ -359,6 +363,8 @@ impl WriterService {
         // was converted): align them as ingest aligns a flush sent whole.
         let (schema, batches) = if batches.is_empty() {
             (schema.unwrap_or_else(|| Arc::new(Schema::empty())), batches)
+        } else if batches.iter().all(|b| b.schema() == batches[0].schema()) {
+            (batches[0].schema(), batches)
         } else {
             millpond_shared::unify::unify(batches)
                 .map_err(|e| Status::invalid_argument(format!("flush batches: {e}")))?
