@@ -1,6 +1,11 @@
 """DoPut one flush into a Millpond writer with pyarrow.flight, the way an
-operator replaying data by hand would, and print the writer's JSON ack."""
+operator replaying data by hand would, and print the writer's JSON ack.
+
+With STREAMED=1 in the environment the flush goes as ingest streams it: a
+head descriptor saying "trailer", the rows in batches of 1,000, then the
+whole descriptor as the stream's last message (write_metadata)."""
 import json
+import os
 import sys
 
 import pyarrow as pa
@@ -28,9 +33,15 @@ if len(sys.argv) > 6:
     }]
 cmd = json.dumps(descriptor)
 client = flight.connect(f"grpc://{addr}")
-writer, reader = client.do_put(flight.FlightDescriptor.for_command(cmd.encode()), table.schema)
-# One un-split batch, larger than gRPC's default 4 MiB message limit when n is big.
-writer.write_table(table, max_chunksize=n)
+if os.environ.get("STREAMED") == "1":
+    head = json.dumps({"flush_id": flush_id, "trailer": True})
+    writer, reader = client.do_put(flight.FlightDescriptor.for_command(head.encode()), table.schema)
+    writer.write_table(table, max_chunksize=1000)
+    writer.write_metadata(pa.py_buffer(cmd.encode()))
+else:
+    writer, reader = client.do_put(flight.FlightDescriptor.for_command(cmd.encode()), table.schema)
+    # One un-split batch, larger than gRPC's default 4 MiB message limit when n is big.
+    writer.write_table(table, max_chunksize=n)
 writer.done_writing()
 ack = reader.read()
 writer.close()

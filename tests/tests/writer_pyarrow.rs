@@ -18,8 +18,13 @@ fn py_put(addr: &str, id: &str, partition: i32, first: i64, n: i64) -> serde_jso
 }
 
 fn py_put_with(addr: &str, args: &[&str]) -> serde_json::Value {
+    py_put_env(addr, args, &[])
+}
+
+fn py_put_env(addr: &str, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
     let script = millpond_tests::manifest_path("/python/put_flush.py");
     let out = Command::new(required_env("MILLPOND_PYTHON"))
+        .envs(env.iter().copied())
         .arg(script)
         .arg(addr)
         .args(args)
@@ -67,4 +72,36 @@ fn pyarrow_client_puts_unsplit_batches_and_reads_the_ack() {
             vec![Some("22499925000".into())]
         );
     }
+}
+
+/// The streamed form from pyarrow: the trailing descriptor is
+/// `write_metadata`, after batches of 1,000 rows; a resend of the same
+/// ranges is recognised as one flush.
+#[test]
+fn pyarrow_client_streams_a_flush_with_a_trailing_descriptor() {
+    let lake = Lake::new(Backend::Embedded, "events");
+    let writer = Writer::start(&lake);
+    let streamed = [("STREAMED", "1")];
+    let ack = py_put_env(
+        &writer.addr,
+        &["st-1", "2", "0", "25000", "{not json"],
+        &streamed,
+    );
+    assert_eq!(ack["flush_id"], "st-1");
+    assert_eq!(ack["rows_written"], 25_000);
+    assert_eq!(ack["dead_letters_written"], 1);
+    assert_eq!(ack["outcome"], "written");
+    assert_eq!(ack["recorded"][0]["last"], 25_000);
+    let again = py_put_env(
+        &writer.addr,
+        &["st-1", "2", "0", "25000", "{not json"],
+        &streamed,
+    );
+    assert_eq!(again["outcome"], "already_recorded");
+    writer.stop();
+    assert_eq!(lake.count(), 25_000);
+    assert_eq!(
+        lake.column_text("count(DISTINCT id) || '/' || max(name)"),
+        vec![Some("25000/py-9999".into())]
+    );
 }
