@@ -493,6 +493,7 @@ impl Pending {
         self.bytes = 0;
         self.padding = 0;
         self.rows = 0;
+        self.records = 0;
         self.columns.clear();
         self.column_index.clear();
         unify(batches)
@@ -824,6 +825,7 @@ mod conservation {
             prop_assert_eq!(records, rows + dead + tombstones);
             let cut = p.cut("t", FlushTrigger::Size, "f".into()).unwrap();
             prop_assert_eq!(cut.descriptor.expected_rows as usize, rows);
+            prop_assert_eq!(cut.records, records, "every record tracked counts once");
             prop_assert_eq!(cut.batches.iter().map(RecordBatch::num_rows).sum::<usize>(), rows);
             prop_assert_eq!(cut.descriptor.dead_letters.len(), dead);
             for l in &cut.descriptor.dead_letters {

@@ -39,6 +39,11 @@ pub struct WriterClient {
     instance: Option<String>,
 }
 
+/// HTTP/2 pings on the connection to the writer, and how long one may go
+/// unanswered before the connection counts as dead.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Resend ladder: 1 s doubling to 30 s, jittered upward.
 const RESEND: Ladder = Ladder {
     attempts: u32::MAX,
@@ -72,6 +77,11 @@ impl WriterClient {
             let channel = tonic::transport::Channel::from_shared(format!("http://{}", self.addr))
                 .map_err(|e| e.to_string())?
                 .connect_timeout(Duration::from_secs(5))
+                // A writer that froze or vanished without closing the
+                // connection is noticed within seconds, not at a deadline.
+                .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+                .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+                .keep_alive_while_idle(true)
                 // Large windows: a flush is tens of MB on one HTTP/2 stream.
                 .initial_stream_window_size(FLOW_WINDOW_BYTES)
                 .initial_connection_window_size(FLOW_WINDOW_BYTES)
@@ -111,12 +121,17 @@ impl WriterClient {
             let remaining = deadline
                 .saturating_sub(start.elapsed())
                 .max(Duration::from_secs(1));
-            let outcome = match self.connect().await {
-                Ok(c) => match tokio::time::timeout(remaining, op(c)).await {
-                    Ok(o) => o,
-                    Err(_) => Attempt::Retry(format!("no answer within {remaining:?}")),
-                },
-                Err(e) => Attempt::Retry(e),
+            let attempt_started = Instant::now();
+            let outcome = match tokio::time::timeout(remaining, self.connect()).await {
+                Ok(Ok(c)) => {
+                    let left = remaining.saturating_sub(attempt_started.elapsed());
+                    match tokio::time::timeout(left, op(c)).await {
+                        Ok(o) => o,
+                        Err(_) => Attempt::Retry(format!("no answer within {remaining:?}")),
+                    }
+                }
+                Ok(Err(e)) => Attempt::Retry(e),
+                Err(_) => Attempt::Retry(format!("no connection within {remaining:?}")),
             };
             match outcome {
                 Attempt::Done(v) => return Ok(v),
@@ -309,14 +324,16 @@ impl FlushStream {
                 error_type: "encode".into(),
                 message: e.to_string(),
             })?;
-        for fd in encoded {
-            self.send(fd, deadline).await?;
-        }
-        Ok(())
-    }
-
-    async fn send(&mut self, fd: FlightData, deadline: Duration) -> Result<(), SendError> {
-        match tokio::time::timeout(deadline, self.tx.send(fd)).await {
+        // One deadline for the whole batch, however many messages it takes.
+        let tx = &self.tx;
+        let sent = tokio::time::timeout(deadline, async {
+            for fd in encoded {
+                tx.send(fd).await?;
+            }
+            Ok::<_, tokio::sync::mpsc::error::SendError<FlightData>>(())
+        })
+        .await;
+        match sent {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(SendError::Broken("the writer ended the stream".into())),
             Err(_) => Err(SendError::Deadline(

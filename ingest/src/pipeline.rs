@@ -48,6 +48,9 @@ pub struct Pipeline {
     /// The writer could not be reached when the pending flush's stream was
     /// to open: ingest holds the flush and sends it whole at its cut.
     held: bool,
+    /// When the consumer was last polled: a flush's delivery must end within
+    /// the send deadline of it, inside the liveness budget.
+    polled: Instant,
     /// The dynamic allowlist, for a flush rebuilt from Kafka.
     live: Option<crate::stages::include::LiveValues>,
 }
@@ -65,8 +68,12 @@ fn left(until: Instant) -> Duration {
     until.saturating_duration_since(Instant::now())
 }
 
-/// What a flush rebuilt from Kafka must match: the same records, with the
-/// same outcome, under the same id.
+/// What a flush rebuilt from Kafka must match: the same records with the
+/// same outcome (row, record dead letter, or neither: tombstone or
+/// filtered), so the counts ingest already made stay true. Value-level
+/// dead letters may differ (which keys overflow the column limit depends
+/// on the order columns are first seen) without changing any record's
+/// outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Rebuild {
     flush_id: String,
@@ -74,7 +81,7 @@ struct Rebuild {
     ranges: Vec<millpond_proto::OffsetRange>,
     records: usize,
     rows: u64,
-    dead_letters: usize,
+    record_dead_letters: usize,
 }
 
 impl Rebuild {
@@ -85,7 +92,7 @@ impl Rebuild {
             ranges: desc.ranges.clone(),
             records,
             rows: desc.expected_rows,
-            dead_letters: desc.dead_letters.len(),
+            record_dead_letters: desc.dead_letters.iter().filter(|l| !l.value_level).count(),
         }
     }
 }
@@ -139,6 +146,7 @@ impl Pipeline {
             flush_id: None,
             broken: false,
             held: false,
+            polled: Instant::now(),
             live: None,
         }
     }
@@ -260,6 +268,7 @@ impl Pipeline {
             wait = Duration::ZERO;
         }
         self.health.record_poll();
+        self.polled = Instant::now();
         if messages.is_empty() {
             return;
         }
@@ -326,10 +335,8 @@ impl Pipeline {
                         .flush_id
                         .get_or_insert_with(|| uuid::Uuid::new_v4().to_string())
                         .clone();
-                    match self
-                        .rt
-                        .block_on(self.writer.open(&id, &batch, OPEN_DEADLINE))
-                    {
+                    let open = OPEN_DEADLINE.min(self.cfg.send_deadline);
+                    match self.rt.block_on(self.writer.open(&id, &batch, open)) {
                         Ok(s) => {
                             self.stream = Some(s);
                             Ok(())
@@ -480,13 +487,16 @@ impl Pipeline {
         let ranges = desc.ranges.clone();
         let dead_letters = desc.dead_letters.len();
         let started = Instant::now();
-        // One deadline for the whole delivery: the stream's end, a re-read
-        // and the resend all fit in it (below the liveness budget).
-        let until = started + self.cfg.send_deadline;
+        // One deadline for the whole delivery, counted from the last poll so
+        // a stalled stream before the cut does not add to it: the stream's
+        // end, a re-read and the resend all fit (below the liveness budget).
+        let until = self.polled.min(started) + self.cfg.send_deadline;
         let broken = std::mem::take(&mut self.broken);
         self.held = false;
         let ack = match self.stream.take() {
-            Some(stream) => match self.rt.block_on(stream.finish(&desc, left(until))) {
+            // The stream's end may take two thirds; the rest stays for a
+            // re-read and resend if no ack comes.
+            Some(stream) => match self.rt.block_on(stream.finish(&desc, left(until) * 2 / 3)) {
                 Ok(ack) => ack,
                 Err(e @ SendError::Permanent { .. }) => return Err(e.into()),
                 Err(e) => {

@@ -83,9 +83,10 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     let _ = stop_tx.send(true);
     // Graceful: an in-flight flush completes before the server returns. A
     // streamed flush still arriving (its ingest is not stopping with this
-    // writer) is not waited for: nothing of it is written, and its ingest
-    // reads it again from Kafka. A write already under way still finishes
-    // before the sink closes (it holds the sink).
+    // writer) is not waited for past STOP_WAIT: its connection may outlive
+    // the server task, so once the sink starts closing no flush is written
+    // any more (refused as retryable; its ingest sends it again). A write
+    // already under way finishes first (it holds the sink).
     let mut task = server.task;
     match tokio::time::timeout(STOP_WAIT, &mut task).await {
         Ok(served) => served??,
@@ -97,6 +98,7 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
             task.abort();
         }
     }
+    activity.close();
     let closed =
         tokio::task::spawn_blocking(move || sink.lock().unwrap_or_else(|p| p.into_inner()).close())
             .await?;

@@ -43,6 +43,9 @@ pub struct Activity {
     in_flight: std::sync::atomic::AtomicUsize,
     /// The ingest instance that said it started and has not said it stopped.
     ingest: std::sync::Mutex<Option<String>>,
+    /// Set once the writer stops serving: a flush whose stream ends after
+    /// it is not written (the sink is closing).
+    closing: std::sync::atomic::AtomicBool,
 }
 
 /// One DoPut in flight; ends when dropped, so a handler dropped mid-stream
@@ -86,6 +89,17 @@ impl Activity {
     /// yet to send its final flush.
     pub fn drained(&self) -> bool {
         self.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0 && self.ingest().is_none()
+    }
+
+    /// No flush is written from now on; those still arriving are refused
+    /// as retryable.
+    pub fn close(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The ingest instance still expected, for the shutdown log.
@@ -141,8 +155,19 @@ impl WriterService {
         let id = flush.id.clone();
         let sink = self.sink.clone();
         let metrics = self.metrics.clone();
+        let activity = self.activity.clone();
         let result = tokio::task::spawn_blocking(move || {
             let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
+            if activity.closing() {
+                // Checked under the sink's lock, which closing takes too.
+                return Err(crate::retry::WriteFailure {
+                    error: crate::sink::SinkError::transient(
+                        "the writer is stopping; the flush was not written",
+                    ),
+                    attempts: 0,
+                    exhausted: false,
+                });
+            }
             let name = sink.name();
             write_with_retry(sink.as_mut(), &flush, &metrics, &std::thread::sleep)
                 .map(|r| (r.into_inner(), name))
