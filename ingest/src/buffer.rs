@@ -27,6 +27,19 @@ pub struct Record<'a> {
     pub payload: Option<&'a [u8]>,
 }
 
+impl<'a> Record<'a> {
+    /// The record of a consumed Kafka message.
+    pub fn of(m: &'a impl rdkafka::message::Message) -> Self {
+        Record {
+            partition: m.partition(),
+            offset: m.offset(),
+            timestamp_ms: m.timestamp().to_millis(),
+            key: m.key(),
+            payload: m.payload(),
+        }
+    }
+}
+
 /// What [`Pending::add`] did with a batch of records.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Added {

@@ -277,13 +277,7 @@ impl Pipeline {
             .iter()
             .map(|m| {
                 *per_partition.entry(m.partition()).or_default() += 1;
-                Record {
-                    partition: m.partition(),
-                    offset: m.offset(),
-                    timestamp_ms: m.timestamp().to_millis(),
-                    key: m.key(),
-                    payload: m.payload(),
-                }
+                Record::of(m)
             })
             .collect();
         for (p, n) in per_partition {

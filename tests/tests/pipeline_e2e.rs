@@ -28,6 +28,15 @@ fn opts<'a>(bootstrap: &'a str, writer: &'a str, replicas: i32, ordinal: i32) ->
     }
 }
 
+/// A new writer at `addr`, where ingest keeps sending after the old one died.
+fn writer_at(lake: &Lake, addr: &str) -> Writer {
+    let port = addr.rsplit(':').next().unwrap();
+    Writer::start_with(
+        lake,
+        &[("MILLPOND_WRITER_ADDR", &format!("127.0.0.1:{port}"))],
+    )
+}
+
 fn total_committed(bootstrap: &str, partitions: i32) -> i64 {
     committed(bootstrap, GROUP, TOPIC, partitions)
         .into_iter()
@@ -104,11 +113,7 @@ fn kill9_of_writer_mid_flush_loses_and_duplicates_nothing() {
         "nothing committed without an ack"
     );
     // Same address, no failpoint: ingest's resend is recognised as recorded.
-    let port = addr.rsplit(':').next().unwrap().to_owned();
-    let w2 = Writer::start_with(
-        &lake,
-        &[("MILLPOND_WRITER_ADDR", &format!("127.0.0.1:{port}"))],
-    );
+    let w2 = writer_at(&lake, &addr);
     eventually(Duration::from_secs(60), "offsets committed", || {
         total_committed(&bs, 2) == 1000
     });
@@ -139,11 +144,7 @@ fn kill9_of_writer_mid_stream_rereads_the_flush_from_kafka() {
     o.extra.push(("CONSUME_BATCH_SIZE", "100".into()));
     let ingest = Ingest::start(&o, lake.dir.path());
     assert!(!w.proc.wait_exit(Duration::from_secs(60)).success());
-    let port = addr.rsplit(':').next().unwrap().to_owned();
-    let w2 = Writer::start_with(
-        &lake,
-        &[("MILLPOND_WRITER_ADDR", &format!("127.0.0.1:{port}"))],
-    );
+    let w2 = writer_at(&lake, &addr);
     eventually(Duration::from_secs(60), "offsets committed", || {
         total_committed(&bs, 2) == 3000
     });
@@ -185,11 +186,7 @@ fn a_writer_down_at_a_flush_start_gets_the_flush_whole_later() {
     produce_events(&bs, TOPIC, 2, 500, 700);
     // Longer than ingest tries to open a stream (10 s).
     std::thread::sleep(Duration::from_secs(12));
-    let port = addr.rsplit(':').next().unwrap().to_owned();
-    let w2 = Writer::start_with(
-        &lake,
-        &[("MILLPOND_WRITER_ADDR", &format!("127.0.0.1:{port}"))],
-    );
+    let w2 = writer_at(&lake, &addr);
     eventually(Duration::from_secs(60), "held flush committed", || {
         total_committed(&bs, 2) == 1200
     });

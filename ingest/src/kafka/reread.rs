@@ -51,16 +51,7 @@ pub fn reread(
     let mut next: BTreeMap<i32, i64> = BTreeMap::new();
     let mut chunk: Vec<BorrowedMessage<'_>> = Vec::with_capacity(CHUNK);
     let flush = |chunk: &mut Vec<BorrowedMessage<'_>>, each: &mut dyn FnMut(&[Record<'_>])| {
-        let records: Vec<Record<'_>> = chunk
-            .iter()
-            .map(|m| Record {
-                partition: m.partition(),
-                offset: m.offset(),
-                timestamp_ms: m.timestamp().to_millis(),
-                key: m.key(),
-                payload: m.payload(),
-            })
-            .collect();
+        let records: Vec<Record<'_>> = chunk.iter().map(Record::of).collect();
         each(&records);
         drop(records);
         chunk.clear();
