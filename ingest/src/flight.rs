@@ -14,7 +14,7 @@ use millpond_proto::{
     RecordedOffsetsRequest, WriteError, ACTION_INGEST_STARTED, ACTION_RECORDED_OFFSETS,
     FLOW_WINDOW_BYTES,
 };
-use millpond_shared::retry::Ladder;
+use millpond_shared::retry::{GaveUp, Ladder};
 use prost::Message;
 
 #[derive(Debug, thiserror::Error)]
@@ -51,11 +51,7 @@ const RESEND: Ladder = Ladder {
     jitter: 0.25,
 };
 
-enum Attempt<T> {
-    Done(T),
-    Retry(String),
-    Fatal(SendError),
-}
+type Attempt<T> = millpond_shared::retry::Attempt<T, SendError>;
 
 impl WriterClient {
     pub fn new(addr: impl Into<String>) -> Self {
@@ -105,52 +101,55 @@ impl WriterClient {
         ))
     }
 
+    /// Runs `op` on a connection until it is done or fatal, reconnecting
+    /// after each failure, on the RESEND ladder within `deadline`. Each
+    /// attempt, its connection included, is bounded by the time left.
     async fn retrying<T, F, Fut>(
         &mut self,
         deadline: Duration,
         what: &str,
-        mut op: F,
+        op: F,
     ) -> Result<T, SendError>
     where
-        F: FnMut(FlightClient) -> Fut,
-        Fut: std::future::Future<Output = Attempt<T>>,
+        T: Send,
+        F: FnMut(FlightClient) -> Fut + Send,
+        Fut: std::future::Future<Output = Attempt<T>> + Send,
     {
-        let start = Instant::now();
-        let mut failed = 0u32;
-        loop {
-            let remaining = deadline
-                .saturating_sub(start.elapsed())
-                .max(Duration::from_secs(1));
-            let attempt_started = Instant::now();
-            let outcome = match tokio::time::timeout(remaining, self.connect()).await {
-                Ok(Ok(c)) => {
-                    let left = remaining.saturating_sub(attempt_started.elapsed());
-                    match tokio::time::timeout(left, op(c)).await {
-                        Ok(o) => o,
-                        Err(_) => Attempt::Retry(format!("no answer within {remaining:?}")),
-                    }
-                }
-                Ok(Err(e)) => Attempt::Retry(e),
-                Err(_) => Attempt::Retry(format!("no connection within {remaining:?}")),
-            };
-            match outcome {
-                Attempt::Done(v) => return Ok(v),
-                Attempt::Fatal(e) => return Err(e),
-                Attempt::Retry(why) => {
-                    self.channel = None;
-                    let delay = RESEND
-                        .delay(failed.min(10), None)
-                        .unwrap_or(Duration::from_secs(30));
-                    if start.elapsed() + delay > deadline {
-                        return Err(SendError::Deadline(deadline, why));
-                    }
-                    tracing::warn!(what, attempt = failed + 1, delay_ms = delay.as_millis() as u64, error = %why,
-                        "writer did not acknowledge; resending");
-                    tokio::time::sleep(delay).await;
-                    failed += 1;
-                }
-            }
-        }
+        RESEND
+            .retry_within(
+                deadline,
+                Duration::from_secs(1),
+                &mut (self, op),
+                |(this, op), left| {
+                    Box::pin(async move {
+                        let started = Instant::now();
+                        let outcome = match tokio::time::timeout(left, this.connect()).await {
+                            Ok(Ok(c)) => {
+                                let rest = left.saturating_sub(started.elapsed());
+                                match tokio::time::timeout(rest, op(c)).await {
+                                    Ok(o) => o,
+                                    Err(_) => Attempt::Retry(format!("no answer within {left:?}")),
+                                }
+                            }
+                            Ok(Err(e)) => Attempt::Retry(e),
+                            Err(_) => Attempt::Retry(format!("no connection within {left:?}")),
+                        };
+                        if matches!(outcome, Attempt::Retry(_)) {
+                            this.channel = None;
+                        }
+                        outcome
+                    })
+                },
+                |failed, delay, why| {
+                    tracing::warn!(what, attempt = failed, delay_ms = delay.as_millis() as u64, error = %why,
+                        "writer did not acknowledge; resending")
+                },
+            )
+            .await
+            .map_err(|g| match g {
+                GaveUp::Fatal(e) => e,
+                GaveUp::Exhausted(why) => SendError::Deadline(deadline, why),
+            })
     }
 
     /// Forgets the connection: the next call connects (and announces

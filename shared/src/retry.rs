@@ -53,9 +53,134 @@ impl Ladder {
     }
 }
 
+/// What one attempt of an operation retried on a ladder came to.
+#[derive(Debug)]
+pub enum Attempt<T, E> {
+    Done(T),
+    /// Failed in a way another attempt may not: why.
+    Retry(String),
+    /// Failed in a way no attempt can fix.
+    Fatal(E),
+}
+
+/// Why [`Ladder::retry_within`] gave up.
+#[derive(Debug, PartialEq, Eq)]
+pub enum GaveUp<E> {
+    Fatal(E),
+    /// The ladder ran out, or its next wait would end past the deadline:
+    /// the last attempt's reason.
+    Exhausted(String),
+}
+
+/// One attempt of [`Ladder::retry_within`]: borrows the caller's state for
+/// as long as the attempt runs.
+pub type AttemptFuture<'a, T, E> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Attempt<T, E>> + Send + 'a>>;
+
+impl Ladder {
+    /// Runs `attempt` on `state` until it is done or fatal, waiting this
+    /// ladder's delays between attempts (the delay after the tenth failure
+    /// repeats) while the next wait still ends within `deadline` of the
+    /// start. Each attempt is given the time left, at least `floor`.
+    /// `on_retry(failures, delay, why)` runs before each wait.
+    pub async fn retry_within<S, T, E>(
+        &self,
+        deadline: Duration,
+        floor: Duration,
+        state: &mut S,
+        mut attempt: impl for<'a> FnMut(&'a mut S, Duration) -> AttemptFuture<'a, T, E>,
+        mut on_retry: impl FnMut(u32, Duration, &str),
+    ) -> Result<T, GaveUp<E>> {
+        // tokio's clock: the same instant in production, and a paused one
+        // in tests.
+        let start = tokio::time::Instant::now();
+        let mut failed = 0u32;
+        loop {
+            let left = deadline.saturating_sub(start.elapsed()).max(floor);
+            let why = match attempt(state, left).await {
+                Attempt::Done(v) => return Ok(v),
+                Attempt::Fatal(e) => return Err(GaveUp::Fatal(e)),
+                Attempt::Retry(why) => why,
+            };
+            match self.delay(failed.min(10), None) {
+                Some(delay) if start.elapsed() + delay <= deadline => {
+                    failed += 1;
+                    on_retry(failed, delay, &why);
+                    tokio::time::sleep(delay).await;
+                }
+                _ => return Err(GaveUp::Exhausted(why)),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts attempts in the state the helper lends to each one.
+    #[tokio::test(start_paused = true)]
+    async fn retry_within_lends_state_and_stops_at_the_deadline() {
+        let ladder = Ladder {
+            attempts: u32::MAX,
+            base: Duration::from_secs(1),
+            jitter: 0.0,
+        };
+        // Done on the third attempt: two waits, 1 s then 2 s.
+        let mut tries = 0u32;
+        let mut waits = Vec::new();
+        let got: Result<u32, GaveUp<()>> = ladder
+            .retry_within(
+                Duration::from_secs(60),
+                Duration::from_secs(1),
+                &mut tries,
+                |n, _| {
+                    Box::pin(async move {
+                        *n += 1;
+                        if *n == 3 {
+                            Attempt::Done(*n)
+                        } else {
+                            Attempt::Retry(format!("try {n}"))
+                        }
+                    })
+                },
+                |failed, delay, _| waits.push((failed, delay)),
+            )
+            .await;
+        assert_eq!(got, Ok(3));
+        assert_eq!(
+            waits,
+            [(1, Duration::from_secs(1)), (2, Duration::from_secs(2))]
+        );
+        // Never done: 1 + 2 + 4 s of waits fit in 10 s, the next 8 s does not.
+        let mut tries = 0u32;
+        let got: Result<(), GaveUp<()>> = ladder
+            .retry_within(
+                Duration::from_secs(10),
+                Duration::from_secs(1),
+                &mut tries,
+                |n, _| {
+                    Box::pin(async move {
+                        *n += 1;
+                        Attempt::Retry(format!("try {n}"))
+                    })
+                },
+                |_, _, _| {},
+            )
+            .await;
+        assert_eq!(got, Err(GaveUp::Exhausted("try 4".into())));
+        // Fatal stops at once.
+        let got: Result<(), GaveUp<&str>> = ladder
+            .retry_within(
+                Duration::from_secs(10),
+                Duration::from_secs(1),
+                &mut (),
+                |_, _| Box::pin(async { Attempt::Fatal("no") }),
+                |_, _, _| panic!("no retry after a fatal attempt"),
+            )
+            .await;
+        assert_eq!(got, Err(GaveUp::Fatal("no")));
+    }
 
     #[test]
     fn lake_write_ladder_is_one_then_two_seconds_jittered_up() {
