@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use millpond_proto::FlushTrigger;
-use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason, IngestMetrics};
+use millpond_shared::metrics::{
+    dead_letter_reason, error_type, skip_reason, whole_reason, IngestMetrics,
+};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
@@ -486,7 +488,11 @@ impl Pipeline {
         // end, a re-read and the resend all fit (below the liveness budget).
         let until = self.polled.min(started) + self.cfg.send_deadline;
         let broken = std::mem::take(&mut self.broken);
-        self.held = false;
+        let mut whole = match (std::mem::take(&mut self.held), self.stages.streams()) {
+            (true, _) => Some(whole_reason::WRITER_UNREACHABLE),
+            (false, false) if rows > 0 => Some(whole_reason::SORT),
+            _ => None,
+        };
         let ack = match self.stream.take() {
             // The stream's end may take two thirds; the rest stays for a
             // re-read and resend if no ack comes.
@@ -504,12 +510,14 @@ impl Pipeline {
                     // Only the counts are needed now, not the dead letters.
                     let want = Rebuild::of(&desc, records);
                     drop(desc);
+                    whole = Some(whole_reason::REREAD);
                     self.resend_from_kafka(&want, until)?
                 }
             },
             None if broken => {
                 let want = Rebuild::of(&desc, records);
                 drop(desc);
+                whole = Some(whole_reason::REREAD);
                 self.resend_from_kafka(&want, until)?
             }
             None => self
@@ -535,6 +543,12 @@ impl Pipeline {
             .batches_flushed
             .with_label_values(&[trigger.label()])
             .inc();
+        if let Some(reason) = whole {
+            self.metrics
+                .flushes_sent_whole
+                .with_label_values(&[reason])
+                .inc();
+        }
         self.metrics.pending_bytes.set(0);
         self.metrics.buffer_fullness.set(0.0);
         tracing::info!(flush_id = %flush_id, trigger = trigger.label(), rows, bytes,

@@ -149,6 +149,7 @@ fn kill9_of_writer_mid_stream_rereads_the_flush_from_kafka() {
         total_committed(&bs, 2) == 3000
     });
     assert!(ingest.metric("millpond_errors_total", &[("type", "flight")]) >= 1.0);
+    assert!(ingest.metric("millpond_flushes_sent_whole_total", &[("reason", "reread")]) >= 1.0);
     assert_eq!(
         ingest.metric("millpond_records_consumed_total", &[("partition", "0")])
             + ingest.metric("millpond_records_consumed_total", &[("partition", "1")]),
@@ -194,6 +195,13 @@ fn a_writer_down_at_a_flush_start_gets_the_flush_whole_later() {
     assert_eq!(
         ingest.metric("millpond_errors_total", &[("type", "flight")]),
         0.0
+    );
+    assert_eq!(
+        ingest.metric(
+            "millpond_flushes_sent_whole_total",
+            &[("reason", "writer_unreachable")]
+        ),
+        1.0
     );
     ingest.stop();
     assert_eq!(w2.metric("millpond_records_written_total", &[]), 700.0);

@@ -15,6 +15,8 @@ pub struct IngestMetrics {
     pub filter_matched: IntCounterVec,
     pub columns_coerced: IntCounterVec,
     pub batches_flushed: IntCounterVec,
+    /// Flushes held and sent whole instead of streamed, by reason.
+    pub flushes_sent_whole: IntCounterVec,
     pub errors: IntCounterVec,
     pub pending_bytes: IntGauge,
     pub buffer_fullness: Gauge,
@@ -92,6 +94,12 @@ impl IngestMetrics {
                 "batches_flushed_total",
                 "Flushes acknowledged by the writer, by trigger",
                 "trigger",
+            ),
+            flushes_sent_whole: counter_vec(
+                registry,
+                "flushes_sent_whole_total",
+                "Flushes ingest held and sent whole instead of streaming them, by reason",
+                "reason",
             ),
             errors: counter_vec(registry, "errors_total", "Errors by type", "type"),
             pending_bytes: gauge(

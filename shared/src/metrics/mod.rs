@@ -43,6 +43,17 @@ pub mod error_type {
     pub const PARTITION_LEASED: &str = "partition_leased";
 }
 
+/// Labels of `millpond_flushes_sent_whole_total{reason}`: why ingest held a
+/// flush and sent it whole instead of streaming it.
+pub mod whole_reason {
+    /// MILLPOND_SORT_BY: the sort needs the whole flush.
+    pub const SORT: &str = "sort";
+    /// The writer could not be reached as the flush began.
+    pub const WRITER_UNREACHABLE: &str = "writer_unreachable";
+    /// The flush's stream broke; it was read again from Kafka.
+    pub const REREAD: &str = "reread";
+}
+
 /// Labels of `millpond_records_skipped_total{reason}`.
 pub mod skip_reason {
     pub const JSON_PARSE: &str = "json_parse";
