@@ -95,12 +95,19 @@ impl IngestMetrics {
                 "Flushes acknowledged by the writer, by trigger",
                 "trigger",
             ),
-            flushes_sent_whole: counter_vec(
-                registry,
-                "flushes_sent_whole_total",
-                "Flushes ingest held and sent whole instead of streaming them, by reason",
-                "reason",
-            ),
+            flushes_sent_whole: {
+                let c = counter_vec(
+                    registry,
+                    "flushes_sent_whole_total",
+                    "Flushes ingest held and sent whole instead of streaming them, by reason",
+                    "reason",
+                );
+                // Exported at 0 from the start: a rate has a series to start from.
+                for reason in super::whole_reason::ALL {
+                    c.with_label_values(&[reason]);
+                }
+                c
+            },
             errors: counter_vec(registry, "errors_total", "Errors by type", "type"),
             pending_bytes: gauge(
                 registry,

@@ -52,6 +52,7 @@ pub mod whole_reason {
     pub const WRITER_UNREACHABLE: &str = "writer_unreachable";
     /// The flush's stream broke; it was read again from Kafka.
     pub const REREAD: &str = "reread";
+    pub const ALL: [&str; 3] = [SORT, WRITER_UNREACHABLE, REREAD];
 }
 
 /// Labels of `millpond_records_skipped_total{reason}`.
