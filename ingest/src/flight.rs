@@ -279,14 +279,9 @@ impl WriterClient {
                     Err(e) => Err(e),
                 };
                 match result {
-                    Ok(results) => match results
-                        .first()
-                        .map(|r| FlushAck::decode(r.app_metadata.as_ref()))
-                    {
-                        Some(Ok(ack)) if ack.outcome() != AckOutcome::Unspecified => {
-                            Attempt::Done(ack)
-                        }
-                        _ => Attempt::Retry("writer answered without an acknowledgement".into()),
+                    Ok(results) => match ack_of(&results) {
+                        Some(ack) => Attempt::Done(ack),
+                        None => Attempt::Retry(NO_ACK.into()),
                     },
                     Err(e) => classify(e),
                 }
@@ -388,15 +383,17 @@ async fn put_stream(
 ) -> Result<FlushAck, FlightError> {
     let messages = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok);
     let results: Vec<_> = client.do_put(messages).await?.try_collect().await?;
-    match results
+    ack_of(&results).ok_or_else(|| FlightError::protocol(NO_ACK))
+}
+
+const NO_ACK: &str = "writer answered without an acknowledgement";
+
+/// The acknowledgement in a DoPut's answer, if it holds one.
+fn ack_of(results: &[arrow_flight::PutResult]) -> Option<FlushAck> {
+    results
         .first()
-        .map(|r| FlushAck::decode(r.app_metadata.as_ref()))
-    {
-        Some(Ok(ack)) if ack.outcome() != AckOutcome::Unspecified => Ok(ack),
-        _ => Err(FlightError::protocol(
-            "writer answered without an acknowledgement",
-        )),
-    }
+        .and_then(|r| FlushAck::decode(r.app_metadata.as_ref()).ok())
+        .filter(|ack| ack.outcome() != AckOutcome::Unspecified)
 }
 
 fn classify<T>(e: FlightError) -> Attempt<T> {

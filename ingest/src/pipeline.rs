@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use millpond_proto::FlushTrigger;
+use millpond_proto::{FlushAck, FlushDescriptor, FlushTrigger, OffsetRange};
 use millpond_shared::metrics::{
     dead_letter_reason, error_type, skip_reason, whole_reason, IngestMetrics,
 };
@@ -19,7 +19,6 @@ use crate::freshness::Freshness;
 use crate::health::IngestHealth;
 use crate::kafka::{commit_offsets, Consumer, Discovery, LagSampler, RunToLatest};
 use crate::stages::Stages;
-use millpond_proto::FlushAck;
 
 pub struct Pipeline {
     pub cfg: IngestConfig,
@@ -80,14 +79,14 @@ fn left(until: Instant) -> Duration {
 struct Rebuild {
     flush_id: String,
     trigger: FlushTrigger,
-    ranges: Vec<millpond_proto::OffsetRange>,
+    ranges: Vec<OffsetRange>,
     records: usize,
     rows: u64,
     record_dead_letters: usize,
 }
 
 impl Rebuild {
-    fn of(desc: &millpond_proto::FlushDescriptor, records: usize) -> Self {
+    fn of(desc: &FlushDescriptor, records: usize) -> Self {
         Rebuild {
             flush_id: desc.flush_id.clone(),
             trigger: desc.trigger(),
@@ -486,18 +485,20 @@ impl Pipeline {
         // One deadline for the whole delivery, counted from the last poll so
         // a stalled stream before the cut does not add to it: the stream's
         // end, a re-read and the resend all fit (below the liveness budget).
-        let until = self.polled.min(started) + self.cfg.send_deadline;
+        let until = self.polled + self.cfg.send_deadline;
         let broken = std::mem::take(&mut self.broken);
         let mut whole = match (std::mem::take(&mut self.held), self.stages.streams()) {
             (true, _) => Some(whole_reason::WRITER_UNREACHABLE),
             (false, false) if rows > 0 => Some(whole_reason::SORT),
             _ => None,
         };
-        let ack = match self.stream.take() {
+        // The ack of the stream or of the flush sent whole; None: the
+        // stream broke and the flush is read again from Kafka.
+        let acked = match self.stream.take() {
             // The stream's end may take two thirds; the rest stays for a
             // re-read and resend if no ack comes.
             Some(stream) => match self.rt.block_on(stream.finish(&desc, left(until) * 2 / 3)) {
-                Ok(ack) => ack,
+                Ok(ack) => Some(ack),
                 Err(e @ SendError::Permanent { .. }) => return Err(e.into()),
                 Err(e) => {
                     self.metrics
@@ -507,22 +508,26 @@ impl Pipeline {
                     self.writer.reset();
                     tracing::warn!(error = %e, flush_id = %flush_id,
                         "no acknowledgement for the streamed flush; reading it again from Kafka");
-                    // Only the counts are needed now, not the dead letters.
-                    let want = Rebuild::of(&desc, records);
-                    drop(desc);
-                    whole = Some(whole_reason::REREAD);
-                    self.resend_from_kafka(&want, until)?
+                    None
                 }
             },
-            None if broken => {
+            None if broken => None,
+            None => {
+                Some(
+                    self.rt
+                        .block_on(self.writer.send(&desc, schema, &batches, left(until)))?,
+                )
+            }
+        };
+        let ack = match acked {
+            Some(ack) => ack,
+            None => {
+                // Only the counts are needed now, not the dead letters.
                 let want = Rebuild::of(&desc, records);
                 drop(desc);
                 whole = Some(whole_reason::REREAD);
                 self.resend_from_kafka(&want, until)?
             }
-            None => self
-                .rt
-                .block_on(self.writer.send(&desc, schema, &batches, left(until)))?,
         };
         drop(batches);
         if ack.flush_id != flush_id {

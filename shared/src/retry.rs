@@ -57,7 +57,7 @@ impl Ladder {
 #[derive(Debug)]
 pub enum Attempt<T, E> {
     Done(T),
-    /// Failed in a way another attempt may not: why.
+    /// Failed, and another attempt may succeed: why it failed.
     Retry(String),
     /// Failed in a way no attempt can fix.
     Fatal(E),
