@@ -840,3 +840,339 @@ mod out_of_band {
         super::out_of_band_drop_and_rename_do_not_wedge(super::Backend::PostgresS3).await
     }
 }
+
+/// `n` rows from `start`: `seq` and `id` (both the row number) and a
+/// 200-character `name`, about 2 MB of Arrow per 10,000 rows.
+fn long_rows(start: i64, n: usize) -> RecordBatch {
+    let seq: Vec<i64> = (start..start + n as i64).collect();
+    let names: Vec<String> = seq.iter().map(|i| format!("{i:0>200}")).collect();
+    batch(
+        vec![
+            ("seq", DataType::Int64),
+            ("id", DataType::Int64),
+            ("name", DataType::Utf8),
+        ],
+        vec![
+            Arc::new(Int64Array::from(seq.clone())),
+            Arc::new(Int64Array::from(seq)),
+            Arc::new(StringArray::from(names)),
+        ],
+    )
+}
+
+/// `batch` with one more column.
+fn plus(b: RecordBatch, name: &str, col: arrow::array::ArrayRef) -> RecordBatch {
+    let mut fields: Vec<Field> = b
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new(name, col.data_type().clone(), true));
+    let mut cols = b.columns().to_vec();
+    cols.push(col);
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+}
+
+/// The `created_by` of each of the table's data files.
+fn file_writers(lake: &Lake) -> Vec<String> {
+    let files = lake.query("SELECT data_file FROM ducklake_list_files('lake', 'events')");
+    files
+        .iter()
+        .flat_map(|f| {
+            lake.query(&format!(
+                "SELECT created_by FROM parquet_file_metadata('{f}')"
+            ))
+        })
+        .collect()
+}
+
+/// The distinct Parquet codecs of the table's data files.
+fn file_codecs(lake: &Lake) -> Vec<String> {
+    let files = lake.query("SELECT data_file FROM ducklake_list_files('lake', 'events')");
+    let mut codecs: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            lake.query(&format!(
+                "SELECT DISTINCT compression FROM parquet_metadata('{f}')"
+            ))
+        })
+        .collect();
+    codecs.sort();
+    codecs.dedup();
+    codecs
+}
+
+/// Streams `flushes` large flushes of 50,000 rows each and returns the
+/// rows written.
+async fn stream_large(writer: &Writer, first_id: usize, flushes: usize) -> u64 {
+    let deadline = std::time::Duration::from_secs(60);
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let mut written = 0;
+    for f in first_id..first_id + flushes {
+        let start = f as i64 * 50_000;
+        let mut stream = sender
+            .open(&format!("l{f}"), &long_rows(start, 10_000), deadline)
+            .await
+            .unwrap();
+        for k in 1..5 {
+            stream
+                .push(&long_rows(start + k * 10_000, 10_000), deadline)
+                .await
+                .unwrap();
+        }
+        let d = descriptor(&format!("l{f}"), vec![r(0, start, start + 49_999)], 50_000);
+        written += stream.finish(&d, deadline).await.unwrap().rows_written;
+    }
+    written
+}
+
+/// The files take the lake's `parquet_compression`; a codec they cannot
+/// write keeps streamed flushes on DuckDB's insert, which honours it.
+async fn streamed_files_follow_the_lake_compression() {
+    let lake = Lake::new(Backend::Embedded, "events");
+    Writer::start(&lake).stop(); // creates the lake
+    lake.admin()
+        .execute_batch("CALL lake.set_option('parquet_compression', 'zstd')")
+        .unwrap();
+    let writer = Writer::start(&lake);
+    assert_eq!(stream_large(&writer, 0, 1).await, 50_000);
+    writer.stop();
+    assert_eq!(file_codecs(&lake), ["ZSTD"]);
+    assert!(file_writers(&lake)
+        .iter()
+        .all(|w| w.starts_with("parquet-rs")));
+
+    lake.admin()
+        .execute_batch(
+            "CALL lake.set_option('parquet_compression', 'gzip', table_name => 'events')",
+        )
+        .unwrap();
+    let writer = Writer::start(&lake);
+    assert_eq!(stream_large(&writer, 1, 1).await, 50_000);
+    writer.stop();
+    assert_eq!(file_codecs(&lake), ["GZIP", "ZSTD"]);
+    let writers = file_writers(&lake);
+    assert_eq!(
+        writers.iter().filter(|w| w.starts_with("DuckDB")).count(),
+        1,
+        "the gzip flush was inserted: {writers:?}"
+    );
+    assert_eq!(
+        lake.query("SELECT count(DISTINCT seq) FROM lake.main.events"),
+        ["100000"]
+    );
+}
+
+/// A streamed flush past the held part is written to Parquet files as it
+/// arrives and registered with its offsets: every row and value lands, a
+/// new column mid-flush starts a second file, a value that does not fit
+/// its column and an unsafe key are dead letters, and the files are ours.
+async fn a_large_streamed_flush_lands_through_files() {
+    let lake = Lake::new(Backend::Embedded, "events");
+    let writer = Writer::start(&lake);
+    let deadline = std::time::Duration::from_secs(60);
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let mut stream = sender
+        .open("big", &long_rows(0, 10_000), deadline)
+        .await
+        .unwrap();
+    for k in 1..4 {
+        stream
+            .push(&long_rows(k * 10_000, 10_000), deadline)
+            .await
+            .unwrap();
+    }
+    // A new column, and an unsafe key with two values.
+    let extra: Vec<String> = (40_000..50_000).map(|i| format!("e{i}")).collect();
+    let weird: Vec<Option<&str>> = (0..10_000).map(|i| (i < 2).then_some("w")).collect();
+    let fifth = plus(
+        plus(
+            long_rows(40_000, 10_000),
+            "extra",
+            Arc::new(StringArray::from(extra)),
+        ),
+        "$weird",
+        Arc::new(StringArray::from(weird)),
+    );
+    stream.push(&fifth, deadline).await.unwrap();
+    // `id` as text: it converts to the BIGINT column, but for one value.
+    let last = long_rows(50_000, 10_000);
+    let ids: Vec<String> = (50_000..60_000)
+        .map(|i| {
+            if i == 50_005 {
+                "oops".into()
+            } else {
+                i.to_string()
+            }
+        })
+        .collect();
+    let last = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("seq", DataType::Int64, true),
+            Field::new("id", DataType::Utf8, true),
+            Field::new("name", DataType::Utf8, true),
+        ])),
+        vec![
+            last.column(0).clone(),
+            Arc::new(StringArray::from(ids)),
+            last.column(2).clone(),
+        ],
+    )
+    .unwrap();
+    stream.push(&last, deadline).await.unwrap();
+    let ack = stream
+        .finish(&descriptor("big", vec![r(0, 0, 59_999)], 60_000), deadline)
+        .await
+        .unwrap();
+    assert_eq!(
+        (ack.rows_written, ack.dead_letters_written, ack.outcome()),
+        (60_000, 3, AckOutcome::Written)
+    );
+    let mut c = client(&writer.addr).await;
+    assert_eq!(recorded(&mut c, "events").await, vec![r(0, 0, 59_999)]);
+    assert_eq!(
+        writer.metric("millpond_records_written_total", &[]),
+        60_000.0
+    );
+    writer.stop();
+    assert_eq!(lake.count(), 60_000);
+    assert_eq!(
+        lake.query(
+            "SELECT count(DISTINCT seq), sum(seq), count(id), count(*) FILTER (id = seq), \
+             count(*) FILTER (name = lpad(seq::VARCHAR, 200, '0')), count(extra), \
+             count(*) FILTER (extra = 'e' || seq), count(_inserted_at) FROM lake.main.events"
+        ),
+        ["60000|1799970000|59999|59999|60000|10000|10000|60000"]
+    );
+    assert_eq!(
+        lake.query(
+            "SELECT reason, column_name, original::VARCHAR, count(*) FROM lake.main.events_dead_letters \
+             GROUP BY ALL ORDER BY ALL"
+        ),
+        ["type_mismatch|id|oops|1", "unsafe_field_name|$weird|w|2"]
+    );
+    assert_eq!(
+        file_codecs(&lake),
+        ["LZ4_RAW"],
+        "unset, the table's files are LZ4_RAW"
+    );
+    let writers = file_writers(&lake);
+    assert_eq!(
+        writers.len(),
+        2,
+        "one file, then a wider one for the new column"
+    );
+    assert!(
+        writers.iter().all(|w| w.starts_with("parquet-rs")),
+        "written by the writer's own Parquet encoder, not an insert: {writers:?}"
+    );
+    let stray: Vec<String> = lake
+        .storage_files()
+        .into_keys()
+        .filter(|f| f.contains("/main/events/"))
+        .collect();
+    assert_eq!(
+        stray.len(),
+        2,
+        "no file beyond the registered ones: {stray:?}"
+    );
+}
+
+/// A batch a file cannot carry, once the flush is in files, ends the
+/// stream with a retryable refusal: nothing lands, its files are deleted,
+/// the flush sent whole lands, and the next streamed flush is inserted.
+async fn a_streamed_flush_the_files_cannot_take_is_asked_for_whole() {
+    let lake = Lake::new(Backend::Embedded, "events");
+    let writer = Writer::start(&lake);
+    let deadline = std::time::Duration::from_secs(60);
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let mut stream = sender
+        .open("u1", &long_rows(0, 10_000), deadline)
+        .await
+        .unwrap();
+    let mut sent = vec![long_rows(0, 10_000)];
+    for k in 1..5 {
+        let b = long_rows(k * 10_000, 10_000);
+        let _ = stream.push(&b, deadline).await;
+        sent.push(b);
+    }
+    let uuids =
+        arrow::array::FixedSizeBinaryArray::try_from_iter((0..10u8).map(|i| [i; 16])).unwrap();
+    let odd = plus(long_rows(50_000, 10), "u", Arc::new(uuids));
+    let _ = stream.push(&odd, deadline).await;
+    sent.push(odd);
+    let d = descriptor("u1", vec![r(0, 0, 50_009)], 50_010);
+    match stream.finish(&d, deadline).await {
+        Err(millpond_ingest::flight::SendError::Broken(_)) => {}
+        other => panic!("expected a retryable refusal, got {other:?}"),
+    }
+    let files_left = || {
+        lake.storage_files()
+            .into_keys()
+            .filter(|f| f.contains("/main/events/"))
+            .count()
+    };
+    for _ in 0..50 {
+        if files_left() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(files_left(), 0, "the refused flush's files are deleted");
+    let mut c = client(&writer.addr).await;
+    // Sent whole as ingest sends a flush: one schema.
+    let (_, sent) = millpond_shared::unify::unify(sent).unwrap();
+    let ack = put(&mut c, &d, sent).await.unwrap();
+    assert_eq!(
+        (ack.rows_written, ack.outcome()),
+        (50_010, AckOutcome::Written)
+    );
+    // Streamed flushes are inserted from now on.
+    let mut stream = sender
+        .open("u2", &long_rows(60_000, 10_000), deadline)
+        .await
+        .unwrap();
+    for k in 7..11 {
+        stream
+            .push(&long_rows(k * 10_000, 10_000), deadline)
+            .await
+            .unwrap();
+    }
+    let ack = stream
+        .finish(
+            &descriptor("u2", vec![r(0, 50_010, 50_010 + 49_999)], 50_000),
+            deadline,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ack.rows_written, 50_000);
+    writer.stop();
+    assert_eq!(lake.count(), 100_010);
+    assert_eq!(
+        lake.query("SELECT count(DISTINCT seq), count(u), min(u)::VARCHAR FROM lake.main.events"),
+        ["100010|10|00000000-0000-0000-0000-000000000000"]
+    );
+    let writers = file_writers(&lake);
+    assert!(
+        writers.iter().all(|w| w.starts_with("DuckDB")),
+        "both flushes were inserted: {writers:?}"
+    );
+}
+
+mod streamed_to_files {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_large_flush_lands_through_files() {
+        super::a_large_streamed_flush_lands_through_files().await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn follow_the_lake_compression() {
+        super::streamed_files_follow_the_lake_compression().await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_files_cannot_take_is_asked_for_whole() {
+        super::a_streamed_flush_the_files_cannot_take_is_asked_for_whole().await
+    }
+}

@@ -65,6 +65,7 @@ fn bench(c: &mut Criterion) {
                 schema: schema.clone(),
                 batches: batches.clone(),
                 dead_letters: vec![],
+                streamed: false,
             };
             next += ROWS as i64;
             s.write(&flush).unwrap();

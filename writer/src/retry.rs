@@ -61,7 +61,10 @@ pub fn write_with_retry(
                         continue;
                     }
                 }
-                if error.kind == SinkErrorKind::Leased {
+                if matches!(
+                    error.kind,
+                    SinkErrorKind::Leased | SinkErrorKind::ResendWhole
+                ) {
                     // The sender resends; waiting here would only hold the sink.
                     tracing::info!(flush_id = %flush.id, error = %error.message, "flush refused for now");
                     return Err(WriteFailure {
@@ -162,6 +165,7 @@ mod tests {
             schema: std::sync::Arc::new(arrow::datatypes::Schema::empty()),
             batches: vec![],
             dead_letters: vec![],
+            streamed: false,
         };
         let metrics = WriterMetrics::new(&millpond_shared::metrics::new_registry("p", "b"));
         let r = write_with_retry(&mut sink, &flush, &metrics, &|_| {}).map(|_| ());

@@ -141,7 +141,7 @@ impl WriterService {
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<BoxStream<'static, Result<PutResult, Status>>>, Status> {
         let receiving = Instant::now();
-        let (flush, enc, bytes) = self.receive(request).await.inspect_err(|_| {
+        let (flush, enc, bytes, rows_in) = self.receive(request).await.inspect_err(|_| {
             self.metrics
                 .errors
                 .with_label_values(&[error_type::FLIGHT])
@@ -151,7 +151,6 @@ impl WriterService {
         // it; the flush's duration is the write, from its last message.
         let received_ms = receiving.elapsed().as_millis() as u64;
         let started = Instant::now();
-        let rows_in = flush.rows();
         let id = flush.id.clone();
         let sink = self.sink.clone();
         let metrics = self.metrics.clone();
@@ -160,6 +159,9 @@ impl WriterService {
             let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
             if activity.closing() {
                 // Checked under the sink's lock, which closing takes too.
+                if flush.streamed {
+                    sink.stream_end(&flush.id);
+                }
                 return Err(crate::retry::WriteFailure {
                     error: crate::sink::SinkError::transient(
                         "the writer is stopping; the flush was not written",
@@ -169,8 +171,12 @@ impl WriterService {
                 });
             }
             let name = sink.name();
-            write_with_retry(sink.as_mut(), &flush, &metrics, &std::thread::sleep)
-                .map(|r| (r.into_inner(), name))
+            let written = write_with_retry(sink.as_mut(), &flush, &metrics, &std::thread::sleep)
+                .map(|r| (r.into_inner(), name));
+            if written.is_err() && flush.streamed {
+                sink.stream_end(&flush.id);
+            }
+            written
         })
         .await
         .map_err(|e| Status::internal(format!("write task failed: {e}")))?;
@@ -298,7 +304,7 @@ impl WriterService {
     async fn receive(
         &self,
         request: Request<Streaming<FlightData>>,
-    ) -> Result<(Flush, Encoding, u64), Status> {
+    ) -> Result<(Flush, Encoding, u64, u64), Status> {
         let mut stream = request.into_inner();
         let first = stream
             .message()
@@ -344,19 +350,42 @@ impl WriterService {
                 futures::future::ready(out)
             })
             .try_filter_map(futures::future::ok);
+        // The sink may take a streamed flush's batches as they arrive; the
+        // guard makes it forget them if the stream fails.
+        let mut taken = if streamed {
+            let (sink, id) = (self.sink.clone(), head.flush_id.clone());
+            let begun = tokio::task::spawn_blocking(move || {
+                sink.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .stream_begin(&id)
+            })
+            .await
+            .map_err(|e| Status::internal(format!("stream task failed: {e}")))?;
+            begun.then(|| Taken {
+                sink: self.sink.clone(),
+                flush_id: head.flush_id.clone(),
+                armed: true,
+            })
+        } else {
+            None
+        };
         let mut decoder = FlightDataDecoder::new(all);
         let mut schema = None;
         let mut batches = Vec::new();
+        let mut rows = 0u64;
         while let Some(item) = decoder.next().await {
             match item.map_err(flight_to_status)?.payload {
                 DecodedPayload::Schema(s) => schema = Some(s),
-                DecodedPayload::RecordBatch(b) => batches.push(b),
+                DecodedPayload::RecordBatch(b) => {
+                    rows += b.num_rows() as u64;
+                    match &taken {
+                        Some(t) => self.stream_batch(t, b).await?,
+                        None => batches.push(b),
+                    }
+                }
                 DecodedPayload::None => {}
             }
-            if streamed
-                && !batches.is_empty()
-                && self.failpoint.as_deref() == Some("kill_mid_stream")
-            {
+            if streamed && rows > 0 && self.failpoint.as_deref() == Some("kill_mid_stream") {
                 tracing::warn!(flush_id = %head.flush_id, "failpoint kill_mid_stream: crashing with the flush half received");
                 millpond_shared::process::crash_now("kill_mid_stream");
             }
@@ -401,18 +430,75 @@ impl WriterService {
             schema,
             batches,
             dead_letters: desc.dead_letters,
+            streamed: taken.is_some(),
         };
-        if desc.expected_rows > 0 && flush.rows() as u64 != desc.expected_rows {
+        if desc.expected_rows > 0 && rows != desc.expected_rows {
             return Err(Status::invalid_argument(format!(
-                "flush {} carried {} rows but its descriptor announced {}",
-                flush.id,
-                flush.rows(),
-                desc.expected_rows
+                "flush {} carried {rows} rows but its descriptor announced {}",
+                flush.id, desc.expected_rows
             )));
+        }
+        // From here the write owns what the sink took.
+        if let Some(t) = taken.as_mut() {
+            t.armed = false;
         }
         // Size of the Arrow IPC payload received (decoded batches share
         // message buffers, so their in-memory sizes would double count).
-        Ok((flush, enc, wire.load(std::sync::atomic::Ordering::Relaxed)))
+        let bytes = wire.load(std::sync::atomic::Ordering::Relaxed);
+        Ok((flush, enc, bytes, rows))
+    }
+
+    /// Hands one batch of a streamed flush to the sink. A refusal ends the
+    /// stream with a retryable status: the sender sends the flush whole.
+    async fn stream_batch(
+        &self,
+        t: &Taken,
+        batch: arrow::array::RecordBatch,
+    ) -> Result<(), Status> {
+        let (sink, id) = (t.sink.clone(), t.flush_id.clone());
+        let taken = tokio::task::spawn_blocking(move || {
+            sink.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .stream_batch(&id, batch)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("stream task failed: {e}")))?;
+        taken.map_err(|error| {
+            tracing::warn!(flush_id = %t.flush_id, error = %error.message, "streamed batch refused");
+            let failure = WriteFailure {
+                error,
+                attempts: 1,
+                exhausted: false,
+            };
+            self.failure_status(&t.flush_id, &failure)
+        })
+    }
+}
+
+/// A streamed flush the sink is taking as it arrives. Dropped while armed
+/// (the stream failed, or its handler was dropped), the sink forgets it.
+struct Taken {
+    sink: SharedSink,
+    flush_id: String,
+    armed: bool,
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (sink, id) = (self.sink.clone(), std::mem::take(&mut self.flush_id));
+        let end = move || {
+            sink.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .stream_end(&id)
+        };
+        // Not on an async worker: the sink may be busy writing another flush.
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(end)),
+            Err(_) => end(),
+        }
     }
 }
 

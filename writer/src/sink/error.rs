@@ -33,6 +33,10 @@ pub enum SinkErrorKind {
     /// sender should resend later (after the lease ends or is released).
     /// Not retried inside the writer and never fatal to it.
     Leased,
+    /// The sink took a streamed flush's batches as they arrived and cannot
+    /// write them as they are (`sink::ducklake::streamed`): the sender
+    /// sends the flush again whole. Not retried inside the writer.
+    ResendWhole,
 }
 
 /// A failed write. Messages are scrubbed of secrets before construction.
@@ -75,7 +79,9 @@ impl SinkError {
         match self.kind {
             SinkErrorKind::Contention(sink) => sink.contention_label(),
             SinkErrorKind::Leased => error_type::PARTITION_LEASED,
-            SinkErrorKind::Transient | SinkErrorKind::Permanent => error_type::WRITE_RETRY,
+            SinkErrorKind::Transient | SinkErrorKind::Permanent | SinkErrorKind::ResendWhole => {
+                error_type::WRITE_RETRY
+            }
         }
     }
 }

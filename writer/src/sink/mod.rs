@@ -13,6 +13,7 @@ pub mod prepare;
 pub use error::{SinkError, SinkErrorKind, SinkId};
 pub use flush::{Durable, Flush, Receipt};
 
+use arrow::record_batch::RecordBatch;
 use millpond_proto::OffsetRange;
 use millpond_shared::retry::Ladder;
 
@@ -21,6 +22,27 @@ pub trait Sink: Send {
     /// rows and the offsets are durable in the lake. The flush is borrowed so
     /// the caller holds the same payload across retries.
     fn write(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError>;
+
+    /// Offers to take a streamed flush's batches as they arrive
+    /// ([`Sink::stream_batch`]), instead of the caller holding them until
+    /// the flush is whole; the flush is then written with
+    /// `Flush::streamed` set and no batches. `false`: the caller holds them.
+    fn stream_begin(&mut self, _flush_id: &str) -> bool {
+        false
+    }
+
+    /// The next batch of a flush this sink took with `stream_begin`. An
+    /// error ends the stream: the flush must be sent again whole.
+    fn stream_batch(&mut self, flush_id: &str, _batch: RecordBatch) -> Result<(), SinkError> {
+        Err(SinkError::permanent(format!(
+            "flush {flush_id}: this sink does not take streamed batches"
+        )))
+    }
+
+    /// Forgets a streamed flush that will not be written (its stream
+    /// failed, or its write gave up), with whatever it left that no commit
+    /// can have made part of the lake.
+    fn stream_end(&mut self, _flush_id: &str) {}
 
     /// Drops cached table and schema state; called between retry attempts
     /// so the next attempt re-reads the catalog.

@@ -318,6 +318,7 @@ mod tests {
             schema,
             batches: vec![batch],
             dead_letters: vec![],
+            streamed: false,
         }
     }
 

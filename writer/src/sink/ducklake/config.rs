@@ -73,7 +73,10 @@ impl DuckLakeConfig {
         let row_group_bytes = Some(r.string_or("DUCKLAKE_ROW_GROUP_BYTES", "16MB"))
             .filter(|v| !v.eq_ignore_ascii_case("default"));
         if let Some(m) = &row_group_bytes {
-            if !matches(m, |c| c.is_ascii_alphanumeric() || c == '.') {
+            // DuckDB reads it for its inserts, the spool for its files.
+            if !matches(m, |c| c.is_ascii_alphanumeric() || c == '.')
+                || parse_size::parse_size(m).is_err()
+            {
                 r.errors.push(
                     "DUCKLAKE_ROW_GROUP_BYTES",
                     format!("must look like 32MB (got {m:?})"),

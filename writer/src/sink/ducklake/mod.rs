@@ -15,7 +15,9 @@ mod fence;
 pub mod lake_config;
 mod offsets;
 pub mod session;
+mod spool;
 pub mod sql;
+mod streamed;
 mod table;
 mod to_live;
 mod types;
@@ -24,6 +26,7 @@ mod variant;
 pub use connect::extensions;
 
 use arrow::ffi_stream::FFI_ArrowArrayStream;
+use arrow::record_batch::RecordBatch;
 use duckdb::Connection;
 
 use self::session::Session;
@@ -62,6 +65,13 @@ pub struct DuckLakeSink {
     pause_before_commit: Option<std::time::Duration>,
     /// uuid rewrites already logged: (column, live type).
     uuid_rewrites: std::collections::HashSet<(String, String)>,
+    /// Whether the last `commit` issued COMMIT.
+    commit_sent: bool,
+    /// Streamed flushes being received, by flush id.
+    streams: std::collections::HashMap<String, streamed::Streamed>,
+    /// Why streamed flushes are no longer written to files as they arrive
+    /// (set once a table or flush shape needs DuckDB's insert).
+    files_off: Option<String>,
 }
 
 impl DuckLakeSink {
@@ -105,7 +115,14 @@ impl DuckLakeSink {
             fence: Fence::new(cfg_owner, cfg_lease),
             pause_before_commit: None,
             uuid_rewrites: std::collections::HashSet::new(),
+            commit_sent: false,
+            streams: std::collections::HashMap::new(),
+            files_off: None,
         };
+        sink.files_off = sink.files_refused_by_config();
+        if let Some(why) = &sink.files_off {
+            tracing::info!(why = %why, "streamed flushes are held and inserted by DuckDB, not written to files as they arrive");
+        }
         sink.session()?;
         sink.ensure_offsets_table()?;
         Ok(sink)
@@ -231,26 +248,36 @@ impl DuckLakeSink {
         }
     }
 
-    fn commit(
-        &mut self,
-        flush: &Flush,
-        rows: u64,
-        select: Option<&str>,
-        dead_letters: bool,
-    ) -> Result<Option<i64>, SinkError> {
+    /// The INSERT of `rows` rows read from the scan view through `select`.
+    fn insert_sql(&self, rows: u64, select: Option<&str>) -> Option<String> {
         let table = self.cfg.sql_table();
-        let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
-        sql.extend(self.offsets.recheck_sql(&flush.ranges));
         match select {
-            Some(select) if rows > 0 => sql.push(format!(
+            Some(select) if rows > 0 => Some(format!(
                 "INSERT INTO {table} BY NAME SELECT {select}, now() AS _inserted_at FROM {SCAN}"
             )),
             // Rows without a payload column: only their _inserted_at.
-            None if rows > 0 => sql.push(format!(
+            None if rows > 0 => Some(format!(
                 "INSERT INTO {table} (_inserted_at) SELECT now() FROM range({rows})"
             )),
-            _ => {}
+            _ => None,
         }
+    }
+
+    /// One lake transaction: the offsets re-checked, `rows` (statements
+    /// that add the flush's rows), the dead letters when their view is
+    /// registered, the offset ranges recorded. `self.commit_sent` says
+    /// whether COMMIT was issued (after which the outcome is unknown
+    /// until the offsets are read again).
+    fn commit(
+        &mut self,
+        flush: &Flush,
+        rows: Vec<String>,
+        dead_letters: bool,
+    ) -> Result<Option<i64>, SinkError> {
+        self.commit_sent = false;
+        let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
+        sql.extend(self.offsets.recheck_sql(&flush.ranges));
+        sql.extend(rows);
         if let (true, Some(dl)) = (dead_letters, &self.dead_letters) {
             sql.push(dl.insert_sql());
         }
@@ -271,6 +298,7 @@ impl DuckLakeSink {
                     "partition lease too close to its end to commit; renewing it first",
                 ));
             }
+            self.commit_sent = true;
             result = session.execute_raw("COMMIT");
         }
         if let Err(e) = result {
@@ -326,11 +354,13 @@ fn insert_projection(
         .join(", ")
 }
 
-impl Sink for DuckLakeSink {
-    fn write(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError> {
+impl DuckLakeSink {
+    /// `Some` when the lake already holds the flush's ranges (a resend):
+    /// the receipt that acknowledges it without writing. A flush that
+    /// overlaps recorded ranges without matching them is refused.
+    fn already_recorded(&mut self, flush: &Flush) -> Result<Option<Durable<Receipt>>, SinkError> {
         self.session()?;
         self.ensure_offsets_table()?;
-        let table = self.cfg.qualified_table();
         let mut topics: Vec<&str> = flush.ranges.iter().map(|r| r.topic.as_str()).collect();
         topics.sort_unstable();
         topics.dedup();
@@ -342,27 +372,36 @@ impl Sink for DuckLakeSink {
             Coverage::AlreadyRecorded => {
                 self.metrics.flushes_already_recorded.inc();
                 tracing::info!(flush_id = %flush.id, "flush already recorded in the lake; acknowledging without writing");
-                return Ok(Durable::new(Receipt {
+                Ok(Some(Durable::new(Receipt {
                     rows_written: 0,
                     dead_letters_written: 0,
                     outcome: AckOutcome::AlreadyRecorded,
-                    table,
+                    table: self.cfg.qualified_table(),
                     snapshot_id: None,
                     recorded: flush.ranges.clone(),
-                }));
+                })))
             }
-            Coverage::Overlap(why) => {
-                return Err(SinkError::permanent(format!(
-                    "flush {} overlaps offsets the lake already recorded: {why}",
-                    flush.id
-                )))
+            Coverage::Overlap(why) => Err(SinkError::permanent(format!(
+                "flush {} overlaps offsets the lake already recorded: {why}",
+                flush.id
+            ))),
+            Coverage::New => {
+                if self.cfg.partition_fence {
+                    let conn = &self.session.as_ref().expect("session open").conn;
+                    self.fence.hold(conn, &self.cfg, &flush.ranges)?;
+                }
+                Ok(None)
             }
-            Coverage::New => {}
         }
-        if self.cfg.partition_fence {
-            let conn = &self.session.as_ref().expect("session open").conn;
-            self.fence.hold(conn, &self.cfg, &flush.ranges)?;
+    }
+
+    /// Writes a flush whose batches are in memory: staged as an Arrow scan
+    /// and inserted by DuckDB.
+    fn write_batches(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError> {
+        if let Some(receipt) = self.already_recorded(flush)? {
+            return Ok(receipt);
         }
+        let table = self.cfg.qualified_table();
 
         let mut prepared = prepare(
             flush,
@@ -490,7 +529,8 @@ impl Sink for DuckLakeSink {
                 dual_write::terms(&dual),
             )
         });
-        let mut committed = self.commit(flush, rows, select.as_deref(), dl_stream.is_some());
+        let insert = self.insert_sql(rows, select.as_deref());
+        let mut committed = self.commit(flush, insert.into_iter().collect(), dl_stream.is_some());
         let mut stream = stream;
         let mut dl_stream = dl_stream;
         if matches!(&committed, Err(e) if !dual.companions.is_empty() && dual_write::is_overflow(&e.message))
@@ -517,7 +557,8 @@ impl Sink for DuckLakeSink {
                 &dual_write::scan_only(&dual),
                 Vec::new(),
             );
-            committed = self.commit(flush, rows, Some(&plain), dl_stream.is_some());
+            let insert = self.insert_sql(rows, Some(&plain));
+            committed = self.commit(flush, insert.into_iter().collect(), dl_stream.is_some());
         }
         if committed.is_ok() {
             self.metrics.variant_values_coerced.inc_by(dual.coerced);
@@ -554,6 +595,28 @@ impl Sink for DuckLakeSink {
             snapshot_id,
             recorded: flush.ranges.clone(),
         }))
+    }
+}
+
+impl Sink for DuckLakeSink {
+    fn write(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError> {
+        if flush.streamed {
+            self.write_streamed(flush)
+        } else {
+            self.write_batches(flush)
+        }
+    }
+
+    fn stream_begin(&mut self, flush_id: &str) -> bool {
+        self.begin_stream(flush_id)
+    }
+
+    fn stream_batch(&mut self, flush_id: &str, batch: RecordBatch) -> Result<(), SinkError> {
+        self.take_batch(flush_id, batch)
+    }
+
+    fn stream_end(&mut self, flush_id: &str) {
+        self.end_stream(flush_id);
     }
 
     fn reset_caches(&mut self) {

@@ -111,6 +111,12 @@ fn with_extension(f: Field) -> Field {
     }
 }
 
+/// Whether values converted to `live` are checked and cast by DuckDB
+/// (`sink::exact` has no rule for it) rather than converted here.
+pub fn needs_the_engine(live: &str) -> bool {
+    Target::of(live).is_none()
+}
+
 /// True for the two uuid rewrites the spec names (live uuid <- text, live
 /// text <- uuid): counted and logged every time, as the original does.
 pub fn is_uuid_rewrite(live: &str, batch: &str) -> bool {

@@ -469,6 +469,7 @@ mod tests {
             schema,
             batches: vec![batch],
             dead_letters: vec![],
+            streamed: false,
         };
         let p = prepare(
             &flush,

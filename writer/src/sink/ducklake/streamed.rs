@@ -1,0 +1,630 @@
+//! Streamed flushes written to Parquet as they arrive (`spool`), so the
+//! writer never holds one whole: each batch is prepared, the table evolved
+//! for it and its values brought to the live types, exactly as a flush sent
+//! whole would be, then it is encoded and dropped. At the trailer the files
+//! are registered with `ducklake_add_data_files` in the transaction that
+//! records the flush's offsets and dead letters, so exactly-once holds as
+//! for an insert.
+//!
+//! The first [`FILES_FROM_BYTES`] of a flush are held: a smaller flush is
+//! inserted by DuckDB as a whole (no small file per flush, its columns'
+//! types decided over the whole flush). Past it, a new column's type is the
+//! one of the batch that brings it.
+//!
+//! What only DuckDB's insert can do (VARIANT companions, partitioned
+//! tables, data on object storage, values that need an engine cast, types
+//! a file does not map exactly) keeps streamed flushes on the insert path.
+//! Met before any file is written, the flush is held and inserted; met
+//! later, the sender is asked to send the flush again whole
+//! ([`SinkErrorKind::ResendWhole`]), and for the rest of the session
+//! streamed flushes are held.
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use arrow::record_batch::RecordBatch;
+use millpond_proto::{DeadLetter, OffsetRange};
+use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason};
+
+use super::config::RESERVED_COLUMNS;
+use super::spool::{fits_a_file, Spool};
+use super::sql::literal;
+use super::table;
+use super::to_live;
+use super::types::duck_type;
+use super::DuckLakeSink;
+use crate::sink::prepare::{prepare, NameCase};
+use crate::sink::{Durable, Flush, Receipt, SinkError, SinkErrorKind};
+use millpond_proto::AckOutcome;
+
+/// Arrow bytes of a streamed flush held before its rows go to files.
+pub const FILES_FROM_BYTES: usize = 8 << 20;
+
+/// A streamed flush being received.
+#[derive(Default)]
+pub struct Streamed {
+    held: Vec<RecordBatch>,
+    held_bytes: usize,
+    /// Where the rows go once past `FILES_FROM_BYTES`.
+    spool: Option<Spool>,
+    /// Held whole and inserted (something only the insert path can do).
+    hold: bool,
+    /// Value-level dead letters found while spooling; their topic is set
+    /// from the trailer's ranges.
+    dead_letters: Vec<DeadLetter>,
+    unsafe_names: BTreeSet<String>,
+    reserved_names: BTreeSet<String>,
+    rows_with_unsafe: u64,
+    /// COMMIT was issued with these files: they may be in the lake, so
+    /// they are never deleted.
+    maybe_in_lake: bool,
+    /// Columns the files hold that the table does not have yet: added in
+    /// one catalog commit before the files are registered.
+    pending: NewColumns,
+}
+
+/// New columns in the order first seen: (spelling, DuckDB type), and
+/// their index by lowercase name.
+#[derive(Default)]
+struct NewColumns {
+    columns: Vec<(String, String)>,
+    index: std::collections::HashMap<String, usize>,
+}
+
+impl NewColumns {
+    fn get(&self, lower: &str) -> Option<&String> {
+        self.index.get(lower).map(|&i| &self.columns[i].1)
+    }
+
+    fn insert(&mut self, lower: String, name: String, duck_type: String) {
+        self.index.insert(lower, self.columns.len());
+        self.columns.push((name, duck_type));
+    }
+
+    fn len(&self) -> usize {
+        self.columns.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.columns.is_empty()
+    }
+
+    fn clear(&mut self) {
+        *self = NewColumns::default();
+    }
+}
+
+/// Why a batch cannot go to a file.
+enum Refusal {
+    /// The flush's or table's shape: only the insert path can write it.
+    Shape(String),
+    Failed(SinkError),
+}
+
+impl From<SinkError> for Refusal {
+    fn from(e: SinkError) -> Self {
+        Refusal::Failed(e)
+    }
+}
+
+impl DuckLakeSink {
+    /// Why this sink's configuration keeps every flush on the insert path.
+    pub(super) fn files_refused_by_config(&self) -> Option<String> {
+        if self.cfg.lake.data_path.contains("://") || self.cfg.lake.s3.is_some() {
+            Some("the data path is on object storage".into())
+        } else if !self.cfg.variant_columns.is_empty() {
+            Some("MILLPOND_VARIANT_COLUMNS is set".into())
+        } else if self.cfg.partition_by.is_some() {
+            Some("DUCKLAKE_PARTITION_BY is set".into())
+        } else {
+            None
+        }
+    }
+
+    pub(super) fn begin_stream(&mut self, flush_id: &str) -> bool {
+        if self.files_off.is_some() {
+            return false;
+        }
+        self.streams
+            .insert(flush_id.to_owned(), Streamed::default());
+        true
+    }
+
+    pub(super) fn end_stream(&mut self, flush_id: &str) {
+        if let Some(mut st) = self.streams.remove(flush_id) {
+            forget(&mut st);
+        }
+    }
+
+    pub(super) fn take_batch(
+        &mut self,
+        flush_id: &str,
+        batch: RecordBatch,
+    ) -> Result<(), SinkError> {
+        let Some(mut st) = self.streams.remove(flush_id) else {
+            return Err(SinkError::permanent(format!(
+                "flush {flush_id}: a batch for a stream this writer is not receiving"
+            )));
+        };
+        match self.take_into(&mut st, batch) {
+            Ok(()) => {
+                self.streams.insert(flush_id.to_owned(), st);
+                Ok(())
+            }
+            Err(e) => {
+                forget(&mut st);
+                Err(e)
+            }
+        }
+    }
+
+    fn take_into(&mut self, st: &mut Streamed, batch: RecordBatch) -> Result<(), SinkError> {
+        if st.spool.is_some() {
+            let schema = batch.schema();
+            return match self.spool_rows(st, schema, vec![batch]) {
+                Ok(()) => Ok(()),
+                Err(Refusal::Failed(e)) => Err(resend_whole(&e.message)),
+                Err(Refusal::Shape(why)) => {
+                    self.turn_files_off(&why);
+                    Err(resend_whole(&why))
+                }
+            };
+        }
+        st.held_bytes += batch.get_array_memory_size();
+        st.held.push(batch);
+        if st.hold || st.held_bytes < FILES_FROM_BYTES {
+            return Ok(());
+        }
+        let (schema, batches) = aligned(st.held.clone())?;
+        self.session()?;
+        if self.live.is_none() {
+            let conn = &self.session.as_ref().expect("session open").conn;
+            self.live = Some(table::read_columns(conn, &self.cfg).map_err(|e| self.err(e))?);
+        }
+        let codec = self.file_codec()?;
+        let live = self.live.as_ref().expect("read above");
+        let spooled = match codec {
+            Ok(codec) => {
+                st.spool = Some(Spool::new(
+                    self.table_dir(),
+                    codec,
+                    self.row_group_bytes(),
+                    live,
+                ));
+                self.spool_rows(st, schema, batches)
+            }
+            Err(why) => Err(Refusal::Shape(why)),
+        };
+        match spooled {
+            Ok(()) => {
+                st.held.clear();
+                st.held_bytes = 0;
+                Ok(())
+            }
+            Err(e) => {
+                // Nothing is in a file yet: the flush is held and inserted.
+                if let Some(mut spool) = st.spool.take() {
+                    spool.remove();
+                }
+                st.dead_letters.clear();
+                st.unsafe_names.clear();
+                st.reserved_names.clear();
+                st.rows_with_unsafe = 0;
+                st.pending.clear();
+                st.hold = true;
+                match e {
+                    Refusal::Shape(why) => self.turn_files_off(&why),
+                    Refusal::Failed(e) => tracing::warn!(error = %e.message,
+                        "writing a streamed flush to files failed; holding it for DuckDB's insert"),
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn turn_files_off(&mut self, why: &str) {
+        tracing::warn!(why = %why,
+            "streamed flushes are held and inserted by DuckDB from now on (until the writer restarts)");
+        self.files_off = Some(why.to_owned());
+    }
+
+    /// `{data path}/{schema}/{table}`, where DuckLake puts the table's files.
+    fn table_dir(&self) -> std::path::PathBuf {
+        Path::new(&self.cfg.lake.data_path)
+            .join(&self.cfg.schema)
+            .join(&self.cfg.table)
+    }
+
+    /// The table's `parquet_compression` (most specific scope first) as a
+    /// codec; `Ok(Err(why))` when the files cannot use it.
+    fn file_codec(&self) -> Result<Result<parquet::basic::Compression, String>, SinkError> {
+        let conn = &self.session.as_ref().expect("session open").conn;
+        let sql = "SELECT option_name, value FROM lake.options() \
+            WHERE option_name IN ('parquet_compression', 'parquet_compression_level') \
+            AND (scope = 'GLOBAL' OR (scope = 'SCHEMA' AND scope_entry = ?) OR (scope = 'TABLE' AND scope_entry = ?)) \
+            ORDER BY CASE scope WHEN 'TABLE' THEN 0 WHEN 'SCHEMA' THEN 1 ELSE 2 END";
+        let table = format!("{}.{}", self.cfg.schema, self.cfg.table);
+        let read = || -> duckdb::Result<Vec<(String, String)>> {
+            let mut stmt = conn.prepare(sql)?;
+            let rows = stmt.query_map(duckdb::params![self.cfg.schema, table], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+            rows.collect()
+        };
+        let options = read().map_err(|e| self.err(e))?;
+        let first = |name: &str| {
+            options
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let level = first("parquet_compression_level").and_then(|l| l.parse().ok());
+        Ok(super::spool::codec(first("parquet_compression"), level))
+    }
+
+    fn row_group_bytes(&self) -> Option<usize> {
+        self.cfg
+            .row_group_bytes
+            .as_deref()
+            .and_then(|s| parse_size::parse_size(s).ok())
+            .map(|b| b as usize)
+    }
+
+    /// Prepares rows as a flush sent whole would be, evolves the table
+    /// for them, and writes them to the spool. Nothing reaches a file
+    /// unless every check passed.
+    fn spool_rows(
+        &mut self,
+        st: &mut Streamed,
+        schema: arrow::datatypes::SchemaRef,
+        batches: Vec<RecordBatch>,
+    ) -> Result<(), Refusal> {
+        let part = Flush {
+            id: String::new(),
+            trigger: Default::default(),
+            ranges: Vec::new(),
+            schema,
+            batches,
+            dead_letters: Vec::new(),
+            streamed: false,
+        };
+        let mut p = prepare(
+            &part,
+            &RESERVED_COLUMNS,
+            self.cfg.unsafe_names,
+            NameCase::Insensitive,
+        )?;
+        drop(part);
+        self.session()?;
+        let conn = &self.session.as_ref().expect("session open").conn;
+        if self.live.is_none() {
+            self.live = Some(table::read_columns(conn, &self.cfg).map_err(|e| self.err(e))?);
+        }
+        let live = self.live.as_ref().expect("read above");
+        if let Some((c, _)) = live.iter().find(|(_, t)| t.as_str() == "VARIANT") {
+            return Err(Refusal::Shape(format!(
+                "the table has a VARIANT column ({c})"
+            )));
+        }
+        let plan = plan(&p.schema, live, &mut st.pending, self.cfg.max_columns)?;
+        if !plan.over_limit.is_empty() {
+            tracing::warn!(columns = plan.over_limit.len(), first = %plan.over_limit[0],
+                max_columns = self.cfg.max_columns,
+                "table is at MILLPOND_MAX_COLUMNS; values of new keys go to the dead-letter table");
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::SCHEMA])
+                .inc();
+        }
+        p.refuse(&plan.over_limit, dead_letter_reason::TOO_MANY_COLUMNS, &[]);
+        let done =
+            to_live::to_live(conn, &mut p, &plan.refused, &[]).map_err(SinkError::transient)?;
+        if let Some((col, live)) = done.cast_in_sql.first() {
+            return Err(Refusal::Shape(format!(
+                "column {col} is {live} in the table, which values are cast to by DuckDB"
+            )));
+        }
+        for (col, live, lost) in &done.failed {
+            tracing::warn!(column = %col, live_type = %live, values = lost,
+                "values that do not convert exactly to the column's type are NULL; they are in the dead-letter table");
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::SCHEMA])
+                .inc();
+        }
+        if let Some(f) = p
+            .schema
+            .fields()
+            .iter()
+            .find(|f| !fits_a_file(f.data_type()))
+        {
+            return Err(Refusal::Shape(format!(
+                "column {} is {}, which a Parquet file does not carry exactly as DuckDB types it",
+                f.name(),
+                duck_type(f.data_type())
+            )));
+        }
+        let spool = st.spool.as_mut().expect("spooling");
+        for b in &p.batches {
+            spool
+                .write(b)
+                .map_err(|e| Refusal::Failed(SinkError::transient(e)))?;
+        }
+        st.dead_letters.append(&mut p.dead_letters);
+        st.unsafe_names.extend(p.unsafe_names);
+        st.reserved_names.extend(p.reserved_names);
+        st.rows_with_unsafe += p.rows_with_unsafe;
+        Ok(())
+    }
+
+    /// Writes a streamed flush at its trailer: held, it is inserted as a
+    /// flush sent whole; spooled, its files are registered.
+    pub(super) fn write_streamed(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError> {
+        let Some(mut st) = self.streams.remove(&flush.id) else {
+            return Err(SinkError::permanent(format!(
+                "streamed flush {} is not one this writer received",
+                flush.id
+            )));
+        };
+        let result = if st.spool.is_none() {
+            let (schema, batches) = aligned(st.held.clone())?;
+            let whole = Flush {
+                schema,
+                batches,
+                streamed: false,
+                ..flush.clone()
+            };
+            self.write_batches(&whole)
+        } else {
+            self.commit_files(flush, &mut st)
+        };
+        match &result {
+            Ok(_) => {}
+            Err(e) if e.kind == SinkErrorKind::ResendWhole => forget(&mut st),
+            // Kept for the next attempt.
+            Err(_) => {
+                self.streams.insert(flush.id.clone(), st);
+            }
+        }
+        result
+    }
+
+    fn commit_files(
+        &mut self,
+        flush: &Flush,
+        st: &mut Streamed,
+    ) -> Result<Durable<Receipt>, SinkError> {
+        let spool = st.spool.as_mut().expect("spooled");
+        spool.close().map_err(|e| resend_whole(&e))?;
+        if let Some(receipt) = self.already_recorded(flush)? {
+            if !st.maybe_in_lake {
+                spool.remove();
+            }
+            return Ok(receipt);
+        }
+        self.add_pending(st)?;
+        let spool = st.spool.as_ref().expect("spooled");
+        let found: Vec<DeadLetter> = st
+            .dead_letters
+            .iter()
+            .map(|l| with_topic(l, &flush.ranges))
+            .collect();
+        let letters: Vec<&DeadLetter> = flush.dead_letters.iter().chain(&found).collect();
+        let dl_stream = self.register_dead_letters(&flush.id, &letters)?;
+        let table = literal(&self.cfg.table);
+        let schema = literal(&self.cfg.schema);
+        let calls = spool
+            .files
+            .iter()
+            .map(|f| {
+                format!(
+                    "CALL ducklake_add_data_files('lake', {table}, {}, schema => {schema}, allow_missing => true)",
+                    literal(&f.to_string_lossy())
+                )
+            })
+            .collect();
+        let committed = self.commit(flush, calls, dl_stream.is_some());
+        st.maybe_in_lake |= self.commit_sent;
+        if dl_stream.is_some() {
+            let session = self.session.as_ref().expect("session open");
+            let _ = session.execute_raw(&format!(
+                "DROP VIEW IF EXISTS {}",
+                super::dead_letters::SCAN
+            ));
+        }
+        drop(dl_stream);
+        let spool = st.spool.as_ref().expect("spooled");
+        let snapshot_id = committed.map_err(|e| {
+            // The lake refusing a file (a type changed by another writer
+            // since, a partitioned table) names the file.
+            if e.message.contains(&*spool.dir().to_string_lossy()) {
+                self.turn_files_off(&e.message);
+                resend_whole(&e.message)
+            } else {
+                e
+            }
+        })?;
+        for name in &st.unsafe_names {
+            tracing::warn!(column = %name, "payload key is not a safe identifier; its values go to the dead-letter table");
+        }
+        if st.rows_with_unsafe > 0 {
+            self.metrics
+                .records_skipped
+                .with_label_values(&[skip_reason::UNSAFE_FIELD_NAME])
+                .inc_by(st.rows_with_unsafe);
+        }
+        for name in &st.reserved_names {
+            tracing::error!(column = %name, "payload key is reserved (_inserted_at, year, month, day, hour, _millpond_*); its values go to the dead-letter table; rename it upstream");
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::SCHEMA])
+                .inc();
+        }
+        self.count_dead_letters(&flush.id, &letters);
+        self.maybe_prune();
+        Ok(Durable::new(Receipt {
+            rows_written: spool.rows,
+            dead_letters_written: if self.dead_letters.is_some() {
+                letters.len() as u64
+            } else {
+                0
+            },
+            outcome: AckOutcome::Written,
+            table: self.cfg.qualified_table(),
+            snapshot_id,
+            recorded: flush.ranges.clone(),
+        }))
+    }
+}
+
+impl DuckLakeSink {
+    /// Adds the columns the files hold and the table lacks, in one catalog
+    /// commit. If the table meanwhile got one of them with another type,
+    /// or reached MILLPOND_MAX_COLUMNS, the files cannot be registered.
+    fn add_pending(&mut self, st: &Streamed) -> Result<(), SinkError> {
+        if st.pending.is_empty() {
+            return Ok(());
+        }
+        let fields: Vec<arrow::datatypes::Field> = st
+            .pending
+            .columns
+            .iter()
+            .map(|(name, t)| {
+                let dt = super::spool::arrow_type(t).expect("pending types fit a file");
+                arrow::datatypes::Field::new(name, dt, true)
+            })
+            .collect();
+        let schema = arrow::datatypes::Schema::new(fields);
+        let conn = &self.session.as_ref().expect("session open").conn;
+        let evo = table::ensure(conn, &self.cfg, &mut self.live, &schema)?;
+        for c in &evo.added {
+            tracing::info!(column = %c, "column added");
+        }
+        self.metrics
+            .schema_columns_added
+            .inc_by(evo.added.len() as u64);
+        if let Some((col, live, _)) = evo.refused.first() {
+            return Err(resend_whole(&format!(
+                "column {col} became {live} in the table meanwhile"
+            )));
+        }
+        if let Some(col) = evo.over_limit.first() {
+            return Err(resend_whole(&format!(
+                "the table reached MILLPOND_MAX_COLUMNS before {col} could be added"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How one prepared batch meets the table and the columns this flush
+/// already adds.
+struct Plan {
+    /// Columns whose values must be converted: (name, type, batch type).
+    refused: Vec<to_live::Refused>,
+    /// New keys past MILLPOND_MAX_COLUMNS.
+    over_limit: Vec<String>,
+}
+
+/// Compares a batch's columns with the table's (`live`) and those the
+/// flush adds (`pending`, grown here by the batch's new keys). A column
+/// the table holds with another type is converted to it, as for a flush
+/// sent whole; one only a catalog change could take (a widening) is a
+/// shape only the insert path writes.
+fn plan(
+    schema: &arrow::datatypes::Schema,
+    live: &table::LiveColumns,
+    pending: &mut NewColumns,
+    max_columns: usize,
+) -> Result<Plan, Refusal> {
+    let mut out = Plan {
+        refused: Vec::new(),
+        over_limit: Vec::new(),
+    };
+    let payload =
+        |live: &table::LiveColumns| live.keys().filter(|c| c.as_str() != "_inserted_at").count();
+    for f in schema.fields() {
+        let lower = f.name().to_ascii_lowercase();
+        let batch_type = duck_type(f.data_type());
+        let known = live.get(&lower).or_else(|| pending.get(&lower));
+        match known {
+            Some(t) if *t == batch_type => {}
+            Some(t) if super::types::is_widening(t, &batch_type) => {
+                return Err(Refusal::Shape(format!(
+                    "column {} would widen from {t} to {batch_type}",
+                    f.name()
+                )))
+            }
+            Some(t) if to_live::needs_the_engine(t) => {
+                return Err(Refusal::Shape(format!(
+                    "column {} is {t} in the table, which values are cast to by DuckDB",
+                    f.name()
+                )))
+            }
+            Some(t) => out.refused.push((f.name().clone(), t.clone(), batch_type)),
+            None if payload(live) + pending.len() >= max_columns => {
+                out.over_limit.push(f.name().clone())
+            }
+            None if !fits_a_file(f.data_type()) => {
+                return Err(Refusal::Shape(format!(
+                    "new column {} is {batch_type}, which a Parquet file does not carry exactly as DuckDB types it",
+                    f.name()
+                )))
+            }
+            None => {
+                pending.insert(lower, f.name().clone(), batch_type);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes a stream's files unless a COMMIT may have made them part of
+/// the lake (then orphan cleanup decides, from the catalog).
+fn forget(st: &mut Streamed) {
+    if let Some(spool) = st.spool.as_mut() {
+        if st.maybe_in_lake {
+            tracing::warn!(
+                files = spool.files.len(),
+                "a streamed flush's files may be in the lake; keeping them"
+            );
+        } else {
+            spool.remove();
+        }
+    }
+}
+
+fn resend_whole(why: &str) -> SinkError {
+    SinkError::new(
+        SinkErrorKind::ResendWhole,
+        format!("the streamed flush cannot be written as it arrived ({why}); send it whole"),
+    )
+}
+
+/// Held batches as one schema, as a flush sent whole is aligned.
+fn aligned(
+    held: Vec<RecordBatch>,
+) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>), SinkError> {
+    match held.first() {
+        None => Ok((std::sync::Arc::new(arrow::datatypes::Schema::empty()), held)),
+        Some(first) if held.iter().all(|b| b.schema() == first.schema()) => {
+            Ok((first.schema(), held))
+        }
+        Some(_) => millpond_shared::unify::unify(held)
+            .map_err(|e| SinkError::permanent(format!("aligning the flush's batches: {e}"))),
+    }
+}
+
+/// A dead letter found before the ranges were known, with its topic.
+fn with_topic(l: &DeadLetter, ranges: &[OffsetRange]) -> DeadLetter {
+    let mut l = l.clone();
+    if l.topic.is_empty() {
+        let at = ranges
+            .iter()
+            .find(|r| r.partition == l.partition && (r.first..=r.last).contains(&l.offset));
+        l.topic = at
+            .or(ranges.first())
+            .map_or("", |r| r.topic.as_str())
+            .to_owned();
+    }
+    l
+}
