@@ -303,6 +303,43 @@ impl Lake {
         }
     }
 
+    /// The files the catalog lists for the table.
+    pub fn data_files(&self) -> Vec<String> {
+        self.query(&format!(
+            "SELECT data_file FROM ducklake_list_files('lake', '{}')",
+            self.table
+        ))
+    }
+
+    /// The `created_by` of each of the table's data files: `DuckDB ...`
+    /// for an insert, `parquet-rs ...` for the writer's own files.
+    pub fn data_file_writers(&self) -> Vec<String> {
+        self.data_files()
+            .iter()
+            .flat_map(|f| {
+                self.query(&format!(
+                    "SELECT created_by FROM parquet_file_metadata('{f}')"
+                ))
+            })
+            .collect()
+    }
+
+    /// The distinct Parquet codecs of the table's data files, sorted.
+    pub fn data_file_codecs(&self) -> Vec<String> {
+        let mut codecs: Vec<String> = self
+            .data_files()
+            .iter()
+            .flat_map(|f| {
+                self.query(&format!(
+                    "SELECT DISTINCT compression FROM parquet_metadata('{f}')"
+                ))
+            })
+            .collect();
+        codecs.sort();
+        codecs.dedup();
+        codecs
+    }
+
     /// Every object under the data path and its size, as storage lists it.
     pub fn storage_files(&self) -> std::collections::BTreeMap<String, i64> {
         let conn = self.reader();

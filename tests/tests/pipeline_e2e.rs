@@ -97,10 +97,27 @@ fn n_events_4_partitions_2_replicas_land_exactly_once_across_restarts() {
 
 #[test]
 fn kill9_of_writer_mid_flush_loses_and_duplicates_nothing() {
+    kill9_of_writer_after_commit(Lake::new(Backend::Embedded, "events"));
+}
+
+/// The same with every streamed flush written to Parquet files as it
+/// arrives: the files the dead writer registered are the flush.
+#[test]
+fn kill9_of_writer_after_registering_files_loses_and_duplicates_nothing() {
+    let lake = kill9_of_writer_after_commit(
+        Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0"),
+    );
+    let writers = lake.data_file_writers();
+    assert!(
+        !writers.is_empty() && writers.iter().all(|w| w.starts_with("parquet-rs")),
+        "every flush went to files: {writers:?}"
+    );
+}
+
+fn kill9_of_writer_after_commit(lake: Lake) -> Lake {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic(TOPIC, 2, 1).unwrap();
     let bs = cluster.bootstrap_servers();
-    let lake = Lake::new(Backend::Embedded, "events");
     produce_events(&bs, TOPIC, 2, 0, 1000);
     let mut w = Writer::start_with(&lake, &[("MILLPOND_FAILPOINT", "kill_after_commit")]);
     let addr = w.addr.clone();
@@ -125,6 +142,7 @@ fn kill9_of_writer_mid_flush_loses_and_duplicates_nothing() {
     assert!(w2.metric("millpond_flushes_already_recorded_total", &[]) >= 1.0);
     w2.stop();
     assert_eq!(distinct_seq(&lake), (1500, 1500));
+    lake
 }
 
 /// The writer dies with a streamed flush half received: ingest no longer
@@ -132,10 +150,32 @@ fn kill9_of_writer_mid_flush_loses_and_duplicates_nothing() {
 /// sends the flush whole to the restarted writer. Each event lands once.
 #[test]
 fn kill9_of_writer_mid_stream_rereads_the_flush_from_kafka() {
+    kill9_mid_stream(Lake::new(Backend::Embedded, "events"));
+}
+
+/// The same with the flush going to Parquet files as it arrives: the
+/// half-written files are never registered (orphans for cleanup).
+#[test]
+fn kill9_of_writer_mid_stream_to_files_rereads_the_flush_from_kafka() {
+    let lake = kill9_mid_stream(
+        Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0"),
+    );
+    let listed = lake.data_files();
+    let orphans: Vec<String> = lake
+        .storage_files()
+        .into_keys()
+        .filter(|f| f.contains("/main/events/") && !listed.iter().any(|l| l == f))
+        .collect();
+    assert!(
+        !orphans.is_empty(),
+        "the dead writer's half-written file stays out of the table"
+    );
+}
+
+fn kill9_mid_stream(lake: Lake) -> Lake {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic(TOPIC, 2, 1).unwrap();
     let bs = cluster.bootstrap_servers();
-    let lake = Lake::new(Backend::Embedded, "events");
     produce_events(&bs, TOPIC, 2, 0, 3000);
     let mut w = Writer::start_with(&lake, &[("MILLPOND_FAILPOINT", "kill_mid_stream")]);
     let addr = w.addr.clone();
@@ -164,6 +204,7 @@ fn kill9_of_writer_mid_stream_rereads_the_flush_from_kafka() {
     assert_eq!(w2.metric("millpond_records_written_total", &[]), 3000.0);
     w2.stop();
     assert_eq!(distinct_seq(&lake), (3000, 3000));
+    lake
 }
 
 /// The writer is down when a flush's first batch is ready: nothing was

@@ -874,35 +874,6 @@ fn plus(b: RecordBatch, name: &str, col: arrow::array::ArrayRef) -> RecordBatch 
     RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
 }
 
-/// The `created_by` of each of the table's data files.
-fn file_writers(lake: &Lake) -> Vec<String> {
-    let files = lake.query("SELECT data_file FROM ducklake_list_files('lake', 'events')");
-    files
-        .iter()
-        .flat_map(|f| {
-            lake.query(&format!(
-                "SELECT created_by FROM parquet_file_metadata('{f}')"
-            ))
-        })
-        .collect()
-}
-
-/// The distinct Parquet codecs of the table's data files.
-fn file_codecs(lake: &Lake) -> Vec<String> {
-    let files = lake.query("SELECT data_file FROM ducklake_list_files('lake', 'events')");
-    let mut codecs: Vec<String> = files
-        .iter()
-        .flat_map(|f| {
-            lake.query(&format!(
-                "SELECT DISTINCT compression FROM parquet_metadata('{f}')"
-            ))
-        })
-        .collect();
-    codecs.sort();
-    codecs.dedup();
-    codecs
-}
-
 /// Streams `flushes` large flushes of 50,000 rows each and returns the
 /// rows written.
 async fn stream_large(writer: &Writer, first_id: usize, flushes: usize) -> u64 {
@@ -938,8 +909,9 @@ async fn streamed_files_follow_the_lake_compression() {
     let writer = Writer::start(&lake);
     assert_eq!(stream_large(&writer, 0, 1).await, 50_000);
     writer.stop();
-    assert_eq!(file_codecs(&lake), ["ZSTD"]);
-    assert!(file_writers(&lake)
+    assert_eq!(lake.data_file_codecs(), ["ZSTD"]);
+    assert!(lake
+        .data_file_writers()
         .iter()
         .all(|w| w.starts_with("parquet-rs")));
 
@@ -951,8 +923,8 @@ async fn streamed_files_follow_the_lake_compression() {
     let writer = Writer::start(&lake);
     assert_eq!(stream_large(&writer, 1, 1).await, 50_000);
     writer.stop();
-    assert_eq!(file_codecs(&lake), ["GZIP", "ZSTD"]);
-    let writers = file_writers(&lake);
+    assert_eq!(lake.data_file_codecs(), ["GZIP", "ZSTD"]);
+    let writers = lake.data_file_writers();
     assert_eq!(
         writers.iter().filter(|w| w.starts_with("DuckDB")).count(),
         1,
@@ -1053,11 +1025,11 @@ async fn a_large_streamed_flush_lands_through_files() {
         ["type_mismatch|id|oops|1", "unsafe_field_name|$weird|w|2"]
     );
     assert_eq!(
-        file_codecs(&lake),
+        lake.data_file_codecs(),
         ["LZ4_RAW"],
         "unset, the table's files are LZ4_RAW"
     );
-    let writers = file_writers(&lake);
+    let writers = lake.data_file_writers();
     assert_eq!(
         writers.len(),
         2,
@@ -1153,7 +1125,7 @@ async fn a_streamed_flush_the_files_cannot_take_is_asked_for_whole() {
         lake.query("SELECT count(DISTINCT seq), count(u), min(u)::VARCHAR FROM lake.main.events"),
         ["100010|10|00000000-0000-0000-0000-000000000000"]
     );
-    let writers = file_writers(&lake);
+    let writers = lake.data_file_writers();
     assert!(
         writers.iter().all(|w| w.starts_with("DuckDB")),
         "both flushes were inserted: {writers:?}"

@@ -38,6 +38,10 @@ pub struct DuckLakeConfig {
     /// MILLPOND_VARIANT_COLUMNS: JSON text columns also written to a
     /// `{name}_variant VARIANT` companion.
     pub variant_columns: Vec<String>,
+    /// DUCKLAKE_FILES_FROM_BYTES (default 8MB): Arrow bytes of a streamed
+    /// flush held before the rest goes to Parquet files as it arrives
+    /// (`streamed`); a smaller flush is inserted by DuckDB.
+    pub files_from_bytes: usize,
 }
 
 /// Names the sink adds itself; payload columns with these names are refused.
@@ -108,6 +112,17 @@ impl DuckLakeConfig {
             .or_else(|| r.optional("HOSTNAME"))
             .unwrap_or_else(|| format!("writer-{}", uuid::Uuid::new_v4()));
         let variant_columns = super::variant::parse(r);
+        let files_from = r.string_or("DUCKLAKE_FILES_FROM_BYTES", "8MB");
+        let files_from_bytes = match parse_size::parse_size(&files_from) {
+            Ok(b) => b as usize,
+            Err(e) => {
+                r.errors.push(
+                    "DUCKLAKE_FILES_FROM_BYTES",
+                    format!("must be a size like 8MB or 0 (got {files_from:?}: {e})"),
+                );
+                0
+            }
+        };
         let max_columns = r.positive_u64(
             "MILLPOND_MAX_COLUMNS",
             millpond_shared::config::DEFAULT_MAX_COLUMNS as u64,
@@ -132,6 +147,7 @@ impl DuckLakeConfig {
             lease_owner,
             max_columns,
             variant_columns,
+            files_from_bytes,
         })
     }
 
@@ -209,6 +225,27 @@ mod tests {
         assert_eq!(
             parse(&[("DUCKLAKE_TABLE", "events"), ("DUCKDB_THREADS", "0")]).unwrap_err(),
             ["DUCKDB_THREADS"]
+        );
+    }
+
+    #[test]
+    fn streamed_flushes_go_to_files_past_a_size() {
+        let cfg = parse(&[("DUCKLAKE_TABLE", "events")]).unwrap();
+        assert_eq!(cfg.files_from_bytes, 8_000_000);
+        let cfg = parse(&[
+            ("DUCKLAKE_TABLE", "events"),
+            ("DUCKLAKE_FILES_FROM_BYTES", "0"),
+        ])
+        .unwrap();
+        assert_eq!(cfg.files_from_bytes, 0);
+        assert_eq!(
+            parse(&[
+                ("DUCKLAKE_TABLE", "events"),
+                ("DUCKLAKE_FILES_FROM_BYTES", "lots"),
+                ("DUCKLAKE_ROW_GROUP_BYTES", "16XB"),
+            ])
+            .unwrap_err(),
+            ["DUCKLAKE_ROW_GROUP_BYTES", "DUCKLAKE_FILES_FROM_BYTES"]
         );
     }
 

@@ -335,6 +335,42 @@ mod tests {
     }
 
     #[test]
+    fn files_carry_the_table_columns_and_its_codec() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = std::collections::HashMap::from([
+            ("b".to_owned(), "BIGINT".to_owned()),
+            ("u".to_owned(), "UUID".to_owned()),
+            (
+                INSERTED_AT.to_owned(),
+                "TIMESTAMP WITH TIME ZONE".to_owned(),
+            ),
+        ]);
+        let mut spool = Spool::new(dir.path().to_owned(), Compression::SNAPPY, None, &table);
+        let s = Arc::new(StringArray::from(vec!["x"])) as ArrayRef;
+        spool.write(&batch(vec![("s", s)])).unwrap();
+        spool.close().unwrap();
+        let b = &read(&spool.files[0])[0];
+        let names: Vec<&str> = b
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["b", "s", INSERTED_AT],
+            "the table's BIGINT column, not its UUID one"
+        );
+        assert!(b.column(0).is_null(0));
+        assert_eq!(codec(None, None).unwrap(), Compression::LZ4_RAW);
+        assert_eq!(codec(Some("SNAPPY"), None).unwrap(), Compression::SNAPPY);
+        assert!(
+            matches!(codec(Some("zstd"), Some(7)).unwrap(), Compression::ZSTD(l) if l.compression_level() == 7)
+        );
+        assert!(codec(Some("brotli"), None).unwrap_err().contains("brotli"));
+    }
+
+    #[test]
     fn only_types_a_file_maps_exactly() {
         assert!(fits_a_file(&DataType::Int64));
         assert!(fits_a_file(&DataType::Timestamp(

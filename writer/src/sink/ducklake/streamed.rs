@@ -6,7 +6,7 @@
 //! records the flush's offsets and dead letters, so exactly-once holds as
 //! for an insert.
 //!
-//! The first [`FILES_FROM_BYTES`] of a flush are held: a smaller flush is
+//! The first DUCKLAKE_FILES_FROM_BYTES of a flush are held: a smaller flush is
 //! inserted by DuckDB as a whole (no small file per flush, its columns'
 //! types decided over the whole flush). Past it, a new column's type is the
 //! one of the batch that brings it.
@@ -36,15 +36,12 @@ use crate::sink::prepare::{prepare, NameCase};
 use crate::sink::{Durable, Flush, Receipt, SinkError, SinkErrorKind};
 use millpond_proto::AckOutcome;
 
-/// Arrow bytes of a streamed flush held before its rows go to files.
-pub const FILES_FROM_BYTES: usize = 8 << 20;
-
 /// A streamed flush being received.
 #[derive(Default)]
 pub struct Streamed {
     held: Vec<RecordBatch>,
     held_bytes: usize,
-    /// Where the rows go once past `FILES_FROM_BYTES`.
+    /// Where the rows go once past DUCKLAKE_FILES_FROM_BYTES.
     spool: Option<Spool>,
     /// Held whole and inserted (something only the insert path can do).
     hold: bool,
@@ -171,7 +168,7 @@ impl DuckLakeSink {
         }
         st.held_bytes += batch.get_array_memory_size();
         st.held.push(batch);
-        if st.hold || st.held_bytes < FILES_FROM_BYTES {
+        if st.hold || st.held_bytes < self.cfg.files_from_bytes {
             return Ok(());
         }
         let (schema, batches) = aligned(st.held.clone())?;
