@@ -455,14 +455,14 @@ impl WriterService {
         t: &Taken,
         batch: arrow::array::RecordBatch,
     ) -> Result<(), Status> {
-        let (sink, id) = (t.sink.clone(), t.flush_id.clone());
-        let taken = tokio::task::spawn_blocking(move || {
-            sink.lock()
+        // On this worker, which hands its other tasks to another: no
+        // thread handoff per batch.
+        let taken = tokio::task::block_in_place(|| {
+            t.sink
+                .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .stream_batch(&id, batch)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("stream task failed: {e}")))?;
+                .stream_batch(&t.flush_id, batch)
+        });
         taken.map_err(|error| {
             tracing::warn!(flush_id = %t.flush_id, error = %error.message, "streamed batch refused");
             let failure = WriteFailure {

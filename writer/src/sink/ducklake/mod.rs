@@ -228,19 +228,51 @@ impl DuckLakeSink {
         }
     }
 
-    fn count_names(&self, p: &Prepared) {
-        for name in &p.unsafe_names {
+    /// Logs and counts the refused names of a flush: unsafe ones, the
+    /// records that lost a value to them, and reserved ones.
+    fn count_names<'a>(
+        &self,
+        unsafe_names: impl IntoIterator<Item = &'a String>,
+        rows_with_unsafe: u64,
+        reserved_names: impl IntoIterator<Item = &'a String>,
+    ) {
+        for name in unsafe_names {
             tracing::warn!(column = %name, "payload key is not a safe identifier; its values go to the dead-letter table");
         }
-        if p.rows_with_unsafe > 0 {
+        if rows_with_unsafe > 0 {
             // Records that lost at least one value, not names.
             self.metrics
                 .records_skipped
                 .with_label_values(&[skip_reason::UNSAFE_FIELD_NAME])
-                .inc_by(p.rows_with_unsafe);
+                .inc_by(rows_with_unsafe);
         }
-        for name in &p.reserved_names {
+        for name in reserved_names {
             tracing::error!(column = %name, "payload key is reserved (_inserted_at, year, month, day, hour, _millpond_*); its values go to the dead-letter table; rename it upstream");
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::SCHEMA])
+                .inc();
+        }
+    }
+
+    /// New keys the table had no room for (MILLPOND_MAX_COLUMNS).
+    fn count_over_limit(&self, over_limit: &[String]) {
+        if let Some(first) = over_limit.first() {
+            tracing::warn!(columns = over_limit.len(), first = %first,
+                max_columns = self.cfg.max_columns,
+                "table is at MILLPOND_MAX_COLUMNS; values of new keys go to the dead-letter table");
+            self.metrics
+                .errors
+                .with_label_values(&[error_type::SCHEMA])
+                .inc();
+        }
+    }
+
+    /// Columns whose values did not all convert to the column's type.
+    fn count_unconverted(&self, failed: &[(String, String, usize)]) {
+        for (col, live, lost) in failed {
+            tracing::warn!(column = %col, live_type = %live, values = lost,
+                "values that do not convert exactly to the column's type are NULL; they are in the dead-letter table");
             self.metrics
                 .errors
                 .with_label_values(&[error_type::SCHEMA])
@@ -409,7 +441,11 @@ impl DuckLakeSink {
             self.cfg.unsafe_names,
             NameCase::Insensitive,
         )?;
-        self.count_names(&prepared);
+        self.count_names(
+            &prepared.unsafe_names,
+            prepared.rows_with_unsafe,
+            &prepared.reserved_names,
+        );
         let mut rows_in = flush.rows();
         let mut cast = Vec::new();
         let mut dual = DualWrite::default();
@@ -458,15 +494,7 @@ impl DuckLakeSink {
             for c in &evo.added {
                 tracing::info!(column = %c, "column added");
             }
-            if !evo.over_limit.is_empty() {
-                tracing::warn!(columns = evo.over_limit.len(), first = %evo.over_limit[0],
-                    max_columns = self.cfg.max_columns,
-                    "table is at MILLPOND_MAX_COLUMNS; values of new keys go to the dead-letter table");
-                self.metrics
-                    .errors
-                    .with_label_values(&[error_type::SCHEMA])
-                    .inc();
-            }
+            self.count_over_limit(&evo.over_limit);
             prepared.refuse(
                 &evo.over_limit,
                 dead_letter_reason::TOO_MANY_COLUMNS,
@@ -487,14 +515,7 @@ impl DuckLakeSink {
             }
             let done = to_live::to_live(conn, &mut prepared, &evo.refused, &flush.ranges)
                 .map_err(|e| classify(connect::scrub(&self.cfg.lake, &e)))?;
-            for (col, live, lost) in &done.failed {
-                tracing::warn!(column = %col, live_type = %live, values = lost,
-                    "values that do not convert exactly to the column's type are NULL; they are in the dead-letter table");
-                self.metrics
-                    .errors
-                    .with_label_values(&[error_type::SCHEMA])
-                    .inc();
-            }
+            self.count_unconverted(&done.failed);
             cast = done.cast_in_sql;
             if !self.cfg.variant_columns.is_empty() {
                 let live = self.live.as_mut().expect("read by ensure");

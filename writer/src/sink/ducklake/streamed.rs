@@ -23,7 +23,7 @@ use std::path::Path;
 
 use arrow::record_batch::RecordBatch;
 use millpond_proto::{DeadLetter, OffsetRange};
-use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason};
+use millpond_shared::metrics::dead_letter_reason;
 
 use super::config::RESERVED_COLUMNS;
 use super::spool::{fits_a_file, Spool};
@@ -303,15 +303,7 @@ impl DuckLakeSink {
             )));
         }
         let plan = plan(&p.schema, live, &mut st.pending, self.cfg.max_columns)?;
-        if !plan.over_limit.is_empty() {
-            tracing::warn!(columns = plan.over_limit.len(), first = %plan.over_limit[0],
-                max_columns = self.cfg.max_columns,
-                "table is at MILLPOND_MAX_COLUMNS; values of new keys go to the dead-letter table");
-            self.metrics
-                .errors
-                .with_label_values(&[error_type::SCHEMA])
-                .inc();
-        }
+        self.count_over_limit(&plan.over_limit);
         p.refuse(&plan.over_limit, dead_letter_reason::TOO_MANY_COLUMNS, &[]);
         let done =
             to_live::to_live(conn, &mut p, &plan.refused, &[]).map_err(SinkError::transient)?;
@@ -320,14 +312,7 @@ impl DuckLakeSink {
                 "column {col} is {live} in the table, which values are cast to by DuckDB"
             )));
         }
-        for (col, live, lost) in &done.failed {
-            tracing::warn!(column = %col, live_type = %live, values = lost,
-                "values that do not convert exactly to the column's type are NULL; they are in the dead-letter table");
-            self.metrics
-                .errors
-                .with_label_values(&[error_type::SCHEMA])
-                .inc();
-        }
+        self.count_unconverted(&done.failed);
         if let Some(f) = p
             .schema
             .fields()
@@ -440,22 +425,7 @@ impl DuckLakeSink {
                 e
             }
         })?;
-        for name in &st.unsafe_names {
-            tracing::warn!(column = %name, "payload key is not a safe identifier; its values go to the dead-letter table");
-        }
-        if st.rows_with_unsafe > 0 {
-            self.metrics
-                .records_skipped
-                .with_label_values(&[skip_reason::UNSAFE_FIELD_NAME])
-                .inc_by(st.rows_with_unsafe);
-        }
-        for name in &st.reserved_names {
-            tracing::error!(column = %name, "payload key is reserved (_inserted_at, year, month, day, hour, _millpond_*); its values go to the dead-letter table; rename it upstream");
-            self.metrics
-                .errors
-                .with_label_values(&[error_type::SCHEMA])
-                .inc();
-        }
+        self.count_names(&st.unsafe_names, st.rows_with_unsafe, &st.reserved_names);
         self.count_dead_letters(&flush.id, &letters);
         self.maybe_prune();
         Ok(Durable::new(Receipt {
