@@ -1132,7 +1132,102 @@ async fn a_streamed_flush_the_files_cannot_take_is_asked_for_whole() {
     );
 }
 
+/// Files the lake refuses at the commit (here: the table was partitioned
+/// behind the writer's back, and files carry no partition values) end the
+/// flush with a retryable refusal; sent whole, it lands.
+async fn files_the_lake_refuses_at_the_commit_are_asked_for_whole() {
+    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    put(
+        &mut c,
+        &descriptor("f0", vec![r(0, 0, 9)], 10),
+        vec![long_rows(0, 10)],
+    )
+    .await
+    .unwrap();
+    writer.stop();
+    lake.admin()
+        .execute_batch("ALTER TABLE lake.main.events SET PARTITIONED BY (seq)")
+        .unwrap();
+    let writer = Writer::start(&lake);
+    let deadline = std::time::Duration::from_secs(60);
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let mut stream = sender
+        .open("p1", &long_rows(10, 100), deadline)
+        .await
+        .unwrap();
+    stream.push(&long_rows(110, 100), deadline).await.unwrap();
+    let d = descriptor("p1", vec![r(0, 10, 209)], 200);
+    match stream.finish(&d, deadline).await {
+        Err(millpond_ingest::flight::SendError::Broken(e)) => {
+            assert!(e.contains("send it whole"), "{e}")
+        }
+        other => panic!("expected a retryable refusal, got {other:?}"),
+    }
+    let mut c = client(&writer.addr).await;
+    let ack = put(&mut c, &d, vec![long_rows(10, 100), long_rows(110, 100)])
+        .await
+        .unwrap();
+    assert_eq!(
+        (ack.rows_written, ack.outcome()),
+        (200, AckOutcome::Written)
+    );
+    assert_eq!(
+        writer.metric("millpond_errors_total", &[("type", "write_retry")]),
+        1.0,
+        "the refusal is counted, not retried inside the writer"
+    );
+    writer.stop();
+    assert_eq!(
+        lake.query("SELECT count(*), count(DISTINCT seq) FROM lake.main.events"),
+        ["210|210"]
+    );
+}
+
+/// A second stream of the same flush id replaces the first: the first is
+/// refused (retryably) from then on, and only the second's rows land.
+async fn a_second_stream_of_a_flush_replaces_the_first() {
+    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
+    let writer = Writer::start(&lake);
+    let deadline = std::time::Duration::from_secs(60);
+    let mut one = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let mut two = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let mut first = one.open("d1", &long_rows(0, 100), deadline).await.unwrap();
+    // Time for the first stream's opening batch to reach the writer.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let mut second = two.open("d1", &long_rows(100, 50), deadline).await.unwrap();
+    let _ = first.push(&long_rows(150, 50), deadline).await;
+    let ack = second
+        .finish(&descriptor("d1", vec![r(0, 0, 49)], 50), deadline)
+        .await
+        .unwrap();
+    assert_eq!(ack.rows_written, 50);
+    match first
+        .finish(&descriptor("d1", vec![r(0, 50, 199)], 150), deadline)
+        .await
+    {
+        Err(millpond_ingest::flight::SendError::Broken(_)) => {}
+        other => panic!("expected a retryable refusal, got {other:?}"),
+    }
+    writer.stop();
+    assert_eq!(
+        lake.query("SELECT min(seq), max(seq), count(*) FROM lake.main.events"),
+        ["100|149|50"]
+    );
+}
+
 mod streamed_to_files {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_stream_replaces_the_first() {
+        super::a_second_stream_of_a_flush_replaces_the_first().await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_lake_refuses_at_the_commit() {
+        super::files_the_lake_refuses_at_the_commit_are_asked_for_whole().await
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_large_flush_lands_through_files() {
         super::a_large_streamed_flush_lands_through_files().await

@@ -65,7 +65,7 @@ fn bench(c: &mut Criterion) {
                 schema: schema.clone(),
                 batches: batches.clone(),
                 dead_letters: vec![],
-                streamed: false,
+                streamed: None,
             };
             next += ROWS as i64;
             s.write(&flush).unwrap();

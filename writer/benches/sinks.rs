@@ -91,7 +91,7 @@ fn main() {
             schema: schema.clone(),
             batches: batches.clone(),
             dead_letters: vec![],
-            streamed: false,
+            streamed: None,
         };
         let (cpu0, t0) = (cpu_seconds(), Instant::now());
         let receipt = sink

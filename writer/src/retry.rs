@@ -165,7 +165,7 @@ mod tests {
             schema: std::sync::Arc::new(arrow::datatypes::Schema::empty()),
             batches: vec![],
             dead_letters: vec![],
-            streamed: false,
+            streamed: None,
         };
         let metrics = WriterMetrics::new(&millpond_shared::metrics::new_registry("p", "b"));
         let r = write_with_retry(&mut sink, &flush, &metrics, &|_| {}).map(|_| ());

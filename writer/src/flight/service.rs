@@ -159,8 +159,8 @@ impl WriterService {
             let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
             if activity.closing() {
                 // Checked under the sink's lock, which closing takes too.
-                if flush.streamed {
-                    sink.stream_end(&flush.id);
+                if let Some(token) = flush.streamed {
+                    sink.stream_end(&flush.id, token);
                 }
                 return Err(crate::retry::WriteFailure {
                     error: crate::sink::SinkError::transient(
@@ -173,8 +173,8 @@ impl WriterService {
             let name = sink.name();
             let written = write_with_retry(sink.as_mut(), &flush, &metrics, &std::thread::sleep)
                 .map(|r| (r.into_inner(), name));
-            if written.is_err() && flush.streamed {
-                sink.stream_end(&flush.id);
+            if let (Err(_), Some(token)) = (&written, flush.streamed) {
+                sink.stream_end(&flush.id, token);
             }
             written
         })
@@ -352,18 +352,19 @@ impl WriterService {
             .try_filter_map(futures::future::ok);
         // The sink may take a streamed flush's batches as they arrive; the
         // guard makes it forget them if the stream fails.
+        // On this worker (the sink's lock may be held by a write): a
+        // handler dropped meanwhile cannot leave a stream begun unguarded.
         let mut taken = if streamed {
-            let (sink, id) = (self.sink.clone(), head.flush_id.clone());
-            let begun = tokio::task::spawn_blocking(move || {
-                sink.lock()
+            tokio::task::block_in_place(|| {
+                self.sink
+                    .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .stream_begin(&id)
+                    .stream_begin(&head.flush_id)
             })
-            .await
-            .map_err(|e| Status::internal(format!("stream task failed: {e}")))?;
-            begun.then(|| Taken {
+            .map(|token| Taken {
                 sink: self.sink.clone(),
                 flush_id: head.flush_id.clone(),
+                token,
                 armed: true,
             })
         } else {
@@ -430,7 +431,7 @@ impl WriterService {
             schema,
             batches,
             dead_letters: desc.dead_letters,
-            streamed: taken.is_some(),
+            streamed: taken.as_ref().map(|t| t.token),
         };
         if desc.expected_rows > 0 && rows != desc.expected_rows {
             return Err(Status::invalid_argument(format!(
@@ -461,7 +462,7 @@ impl WriterService {
             t.sink
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .stream_batch(&t.flush_id, batch)
+                .stream_batch(&t.flush_id, t.token, batch)
         });
         taken.map_err(|error| {
             tracing::warn!(flush_id = %t.flush_id, error = %error.message, "streamed batch refused");
@@ -480,6 +481,7 @@ impl WriterService {
 struct Taken {
     sink: SharedSink,
     flush_id: String,
+    token: u64,
     armed: bool,
 }
 
@@ -488,11 +490,15 @@ impl Drop for Taken {
         if !self.armed {
             return;
         }
-        let (sink, id) = (self.sink.clone(), std::mem::take(&mut self.flush_id));
+        let (sink, id, token) = (
+            self.sink.clone(),
+            std::mem::take(&mut self.flush_id),
+            self.token,
+        );
         let end = move || {
             sink.lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .stream_end(&id)
+                .stream_end(&id, token)
         };
         // Not on an async worker: the sink may be busy writing another flush.
         match tokio::runtime::Handle::try_current() {

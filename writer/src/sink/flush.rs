@@ -13,9 +13,10 @@ pub struct Flush {
     pub schema: SchemaRef,
     pub batches: Vec<RecordBatch>,
     pub dead_letters: Vec<DeadLetter>,
-    /// The rows went to the sink as they arrived (`Sink::stream_batch`);
-    /// `batches` is empty and the sink holds them under `id`.
-    pub streamed: bool,
+    /// The rows went to the sink as they arrived (`Sink::stream_batch`):
+    /// `batches` is empty and the sink holds them under `id` and this
+    /// stream token.
+    pub streamed: Option<u64>,
 }
 
 impl Flush {

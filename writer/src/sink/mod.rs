@@ -25,15 +25,22 @@ pub trait Sink: Send {
 
     /// Offers to take a streamed flush's batches as they arrive
     /// ([`Sink::stream_batch`]), instead of the caller holding them until
-    /// the flush is whole; the flush is then written with
-    /// `Flush::streamed` set and no batches. `false`: the caller holds them.
-    fn stream_begin(&mut self, _flush_id: &str) -> bool {
-        false
+    /// the flush is whole; the flush is then written with `Flush::streamed`
+    /// set to the returned token and no batches. `None`: the caller holds
+    /// them. A stream begun again under the same id replaces the first,
+    /// whose token no longer works.
+    fn stream_begin(&mut self, _flush_id: &str) -> Option<u64> {
+        None
     }
 
     /// The next batch of a flush this sink took with `stream_begin`. An
     /// error ends the stream: the flush must be sent again whole.
-    fn stream_batch(&mut self, flush_id: &str, _batch: RecordBatch) -> Result<(), SinkError> {
+    fn stream_batch(
+        &mut self,
+        flush_id: &str,
+        _token: u64,
+        _batch: RecordBatch,
+    ) -> Result<(), SinkError> {
         Err(SinkError::permanent(format!(
             "flush {flush_id}: this sink does not take streamed batches"
         )))
@@ -42,7 +49,7 @@ pub trait Sink: Send {
     /// Forgets a streamed flush that will not be written (its stream
     /// failed, or its write gave up), with whatever it left that no commit
     /// can have made part of the lake.
-    fn stream_end(&mut self, _flush_id: &str) {}
+    fn stream_end(&mut self, _flush_id: &str, _token: u64) {}
 
     /// Drops cached table and schema state; called between retry attempts
     /// so the next attempt re-reads the catalog.

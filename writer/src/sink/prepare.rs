@@ -318,7 +318,7 @@ mod tests {
             schema,
             batches: vec![batch],
             dead_letters: vec![],
-            streamed: false,
+            streamed: None,
         }
     }
 

@@ -27,10 +27,15 @@ const CONNECTION_LOST: [&str; 6] = [
     "SSL SYSCALL error",
 ];
 
+/// Whether an error is a lost catalog or storage connection.
+pub fn connection_lost(message: &str) -> bool {
+    CONNECTION_LOST.iter().any(|p| message.contains(p))
+}
+
 pub fn classify(message: String) -> SinkError {
     let kind = if CONTENTION.iter().any(|p| message.contains(p)) {
         SinkErrorKind::Contention(crate::sink::SinkId::DuckLake)
-    } else if CONNECTION_LOST.iter().any(|p| message.contains(p)) {
+    } else if connection_lost(&message) {
         SinkErrorKind::Transient
     } else if PERMANENT.iter().any(|p| message.contains(p)) {
         SinkErrorKind::Permanent

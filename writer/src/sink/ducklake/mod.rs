@@ -65,13 +65,20 @@ pub struct DuckLakeSink {
     pause_before_commit: Option<std::time::Duration>,
     /// uuid rewrites already logged: (column, live type).
     uuid_rewrites: std::collections::HashSet<(String, String)>,
-    /// Whether the last `commit` issued COMMIT.
+    /// Whether the last `commit` issued COMMIT, and whether it failed on
+    /// a statement adding the flush's rows.
     commit_sent: bool,
+    rows_refused: bool,
     /// Streamed flushes being received, by flush id.
     streams: std::collections::HashMap<String, streamed::Streamed>,
+    /// The token of the last stream begun.
+    stream_tokens: u64,
     /// Why streamed flushes are no longer written to files as they arrive
     /// (set once a table or flush shape needs DuckDB's insert).
     files_off: Option<String>,
+    /// Until when streamed flushes are held after one the files could not
+    /// take.
+    files_paused_until: Option<std::time::Instant>,
 }
 
 impl DuckLakeSink {
@@ -116,8 +123,11 @@ impl DuckLakeSink {
             pause_before_commit: None,
             uuid_rewrites: std::collections::HashSet::new(),
             commit_sent: false,
+            rows_refused: false,
             streams: std::collections::HashMap::new(),
+            stream_tokens: 0,
             files_off: None,
+            files_paused_until: None,
         };
         sink.files_off = sink.files_refused_by_config();
         if let Some(why) = &sink.files_off {
@@ -307,17 +317,28 @@ impl DuckLakeSink {
         dead_letters: bool,
     ) -> Result<Option<i64>, SinkError> {
         self.commit_sent = false;
-        let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
-        sql.extend(self.offsets.recheck_sql(&flush.ranges));
-        sql.extend(rows);
+        self.rows_refused = false;
+        let mut head = vec!["BEGIN TRANSACTION".to_owned()];
+        head.extend(self.offsets.recheck_sql(&flush.ranges));
+        let mut tail = Vec::new();
         if let (true, Some(dl)) = (dead_letters, &self.dead_letters) {
-            sql.push(dl.insert_sql());
+            tail.push(dl.insert_sql());
         }
         if let Some(s) = self.offsets.insert_sql(&flush.id, &flush.ranges) {
-            sql.push(s);
+            tail.push(s);
         }
         let session = self.session.as_ref().expect("session open");
-        let mut result = session.execute_raw(&sql.join(";\n"));
+        let mut result = session.execute_raw(&head.join(";\n"));
+        // One statement at a time: a failure here is the rows' own.
+        for statement in &rows {
+            if result.is_ok() {
+                result = session.execute_raw(statement);
+                self.rows_refused = result.is_err();
+            }
+        }
+        if result.is_ok() && !tail.is_empty() {
+            result = session.execute_raw(&tail.join(";\n"));
+        }
         if result.is_ok() {
             if let Some(pause) = self.pause_before_commit {
                 tracing::warn!(flush_id = %flush.id, ms = pause.as_millis() as u64, "failpoint pause_before_commit");
@@ -621,23 +642,27 @@ impl DuckLakeSink {
 
 impl Sink for DuckLakeSink {
     fn write(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError> {
-        if flush.streamed {
-            self.write_streamed(flush)
-        } else {
-            self.write_batches(flush)
+        match flush.streamed {
+            Some(token) => self.write_streamed(flush, token),
+            None => self.write_batches(flush),
         }
     }
 
-    fn stream_begin(&mut self, flush_id: &str) -> bool {
+    fn stream_begin(&mut self, flush_id: &str) -> Option<u64> {
         self.begin_stream(flush_id)
     }
 
-    fn stream_batch(&mut self, flush_id: &str, batch: RecordBatch) -> Result<(), SinkError> {
-        self.take_batch(flush_id, batch)
+    fn stream_batch(
+        &mut self,
+        flush_id: &str,
+        token: u64,
+        batch: RecordBatch,
+    ) -> Result<(), SinkError> {
+        self.take_batch(flush_id, token, batch)
     }
 
-    fn stream_end(&mut self, flush_id: &str) {
-        self.end_stream(flush_id);
+    fn stream_end(&mut self, flush_id: &str, token: u64) {
+        self.end_stream(flush_id, token);
     }
 
     fn reset_caches(&mut self) {
@@ -666,6 +691,10 @@ impl Sink for DuckLakeSink {
     }
 
     fn close(&mut self) -> Result<(), SinkError> {
+        for (id, mut st) in self.streams.drain() {
+            tracing::info!(flush_id = %id, "closing with a streamed flush unwritten; its sender sends it again");
+            streamed::forget(&mut st);
+        }
         if let Some(session) = self.session.take() {
             if self.cfg.partition_fence {
                 self.fence.release(&session.conn, &self.cfg);

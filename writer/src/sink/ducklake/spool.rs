@@ -8,7 +8,7 @@
 //! changed, closes the file and opens a wider one.
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, ArrayRef, RecordBatch, TimestampMicrosecondArray};
@@ -176,7 +176,8 @@ impl Spool {
         let Some(open) = self.open.take() else {
             return Ok(());
         };
-        let path = open.path;
+        // Listed first, so a failed close still leaves it for `remove`.
+        self.files.push(open.path.clone());
         let sync = |w: BufWriter<File>| -> std::io::Result<()> {
             w.into_inner().map_err(|e| e.into_error())?.sync_all()
         };
@@ -184,9 +185,7 @@ impl Spool {
             .into_inner()
             .map_err(|e| e.to_string())
             .and_then(|w| sync(w).map_err(|e| e.to_string()))
-            .map_err(|e| format!("closing {}: {e}", path.display()))?;
-        self.files.push(path);
-        Ok(())
+            .map_err(|e| format!("closing {}: {e}", open.path.display()))
     }
 
     /// Deletes every file written; only for files never registered.
@@ -199,10 +198,6 @@ impl Spool {
                 tracing::warn!(file = %f.display(), error = %e, "could not delete an unregistered spool file; `millpond-lake delete-orphans` removes it");
             }
         }
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 }
 

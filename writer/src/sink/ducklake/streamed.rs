@@ -36,9 +36,15 @@ use crate::sink::prepare::{prepare, NameCase};
 use crate::sink::{Durable, Flush, Receipt, SinkError, SinkErrorKind};
 use millpond_proto::AckOutcome;
 
+/// How long streamed flushes are held after one the files could not take
+/// (a table or flush shape only DuckDB's insert writes).
+const FILES_PAUSE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// A streamed flush being received.
 #[derive(Default)]
 pub struct Streamed {
+    /// Which stream of this flush id (`Sink::stream_begin`).
+    token: u64,
     held: Vec<RecordBatch>,
     held_bytes: usize,
     /// Where the rows go once past DUCKLAKE_FILES_FROM_BYTES.
@@ -51,6 +57,10 @@ pub struct Streamed {
     unsafe_names: BTreeSet<String>,
     reserved_names: BTreeSet<String>,
     rows_with_unsafe: u64,
+    /// New keys past MILLPOND_MAX_COLUMNS, and values that did not convert
+    /// (column, type, count): counted once the flush is written.
+    over_limit: Vec<String>,
+    unconverted: Vec<(String, String, usize)>,
     /// COMMIT was issued with these files: they may be in the lake, so
     /// they are never deleted.
     maybe_in_lake: bool,
@@ -117,31 +127,61 @@ impl DuckLakeSink {
         }
     }
 
-    pub(super) fn begin_stream(&mut self, flush_id: &str) -> bool {
+    pub(super) fn begin_stream(&mut self, flush_id: &str) -> Option<u64> {
         if self.files_off.is_some() {
-            return false;
+            return None;
         }
-        self.streams
-            .insert(flush_id.to_owned(), Streamed::default());
-        true
+        match self.files_paused_until {
+            Some(until) if std::time::Instant::now() < until => return None,
+            Some(_) => {
+                tracing::info!("writing large streamed flushes to files again");
+                self.files_paused_until = None;
+            }
+            None => {}
+        }
+        self.stream_tokens += 1;
+        let st = Streamed {
+            token: self.stream_tokens,
+            ..Streamed::default()
+        };
+        if let Some(mut replaced) = self.streams.insert(flush_id.to_owned(), st) {
+            tracing::warn!(flush_id = %flush_id, "a second stream of this flush began; the first one is refused from now on");
+            forget(&mut replaced);
+        }
+        Some(self.stream_tokens)
     }
 
-    pub(super) fn end_stream(&mut self, flush_id: &str) {
-        if let Some(mut st) = self.streams.remove(flush_id) {
+    pub(super) fn end_stream(&mut self, flush_id: &str, token: u64) {
+        if self
+            .streams
+            .get(flush_id)
+            .is_some_and(|st| st.token == token)
+        {
+            let mut st = self.streams.remove(flush_id).expect("just found");
             forget(&mut st);
+        }
+    }
+
+    /// The state of stream `token` of `flush_id`, taken out of the map.
+    fn take_stream(&mut self, flush_id: &str, token: u64) -> Result<Streamed, SinkError> {
+        match self.streams.get(flush_id) {
+            Some(st) if st.token == token => Ok(self.streams.remove(flush_id).expect("just found")),
+            Some(_) => Err(resend_whole(&format!(
+                "another stream of flush {flush_id} began after this one"
+            ))),
+            None => Err(resend_whole(&format!(
+                "flush {flush_id} is not being received (the writer restarted or gave it up)"
+            ))),
         }
     }
 
     pub(super) fn take_batch(
         &mut self,
         flush_id: &str,
+        token: u64,
         batch: RecordBatch,
     ) -> Result<(), SinkError> {
-        let Some(mut st) = self.streams.remove(flush_id) else {
-            return Err(SinkError::permanent(format!(
-                "flush {flush_id}: a batch for a stream this writer is not receiving"
-            )));
-        };
+        let mut st = self.take_stream(flush_id, token)?;
         match self.take_into(&mut st, batch) {
             Ok(()) => {
                 self.streams.insert(flush_id.to_owned(), st);
@@ -172,13 +212,10 @@ impl DuckLakeSink {
             return Ok(());
         }
         let (schema, batches) = aligned(st.held.clone())?;
-        self.session()?;
-        if self.live.is_none() {
-            let conn = &self.session.as_ref().expect("session open").conn;
-            self.live = Some(table::read_columns(conn, &self.cfg).map_err(|e| self.err(e))?);
-        }
+        self.open_table()?;
         let codec = self.file_codec()?;
-        let live = self.live.as_ref().expect("read above");
+        let none = table::LiveColumns::new();
+        let live = self.live.as_ref().unwrap_or(&none);
         let spooled = match codec {
             Ok(codec) => {
                 st.spool = Some(Spool::new(
@@ -206,6 +243,8 @@ impl DuckLakeSink {
                 st.unsafe_names.clear();
                 st.reserved_names.clear();
                 st.rows_with_unsafe = 0;
+                st.over_limit.clear();
+                st.unconverted.clear();
                 st.pending.clear();
                 st.hold = true;
                 match e {
@@ -219,9 +258,31 @@ impl DuckLakeSink {
     }
 
     fn turn_files_off(&mut self, why: &str) {
-        tracing::warn!(why = %why,
-            "streamed flushes are held and inserted by DuckDB from now on (until the writer restarts)");
-        self.files_off = Some(why.to_owned());
+        tracing::warn!(why = %why, minutes = FILES_PAUSE.as_secs() / 60,
+            "streamed flushes are held and inserted by DuckDB for a while");
+        self.files_paused_until = Some(std::time::Instant::now() + FILES_PAUSE);
+    }
+
+    /// Reads the table's columns once per session, through `table::ensure`
+    /// so the session's table settings are applied, when the table exists;
+    /// otherwise `live` stays unread and the flush's columns will create
+    /// it at the trailer.
+    fn open_table(&mut self) -> Result<(), SinkError> {
+        self.session()?;
+        if self.live.is_some() {
+            return Ok(());
+        }
+        let conn = &self.session.as_ref().expect("session open").conn;
+        let cols = table::read_columns(conn, &self.cfg).map_err(|e| self.err(e))?;
+        if !cols.is_empty() {
+            table::ensure(
+                conn,
+                &self.cfg,
+                &mut self.live,
+                &arrow::datatypes::Schema::empty(),
+            )?;
+        }
+        Ok(())
     }
 
     /// `{data path}/{schema}/{table}`, where DuckLake puts the table's files.
@@ -263,6 +324,7 @@ impl DuckLakeSink {
             .row_group_bytes
             .as_deref()
             .and_then(|s| parse_size::parse_size(s).ok())
+            .filter(|&b| b > 0)
             .map(|b| b as usize)
     }
 
@@ -282,7 +344,7 @@ impl DuckLakeSink {
             schema,
             batches,
             dead_letters: Vec::new(),
-            streamed: false,
+            streamed: None,
         };
         let mut p = prepare(
             &part,
@@ -291,19 +353,16 @@ impl DuckLakeSink {
             NameCase::Insensitive,
         )?;
         drop(part);
-        self.session()?;
+        self.open_table()?;
         let conn = &self.session.as_ref().expect("session open").conn;
-        if self.live.is_none() {
-            self.live = Some(table::read_columns(conn, &self.cfg).map_err(|e| self.err(e))?);
-        }
-        let live = self.live.as_ref().expect("read above");
+        let none = table::LiveColumns::new();
+        let live = self.live.as_ref().unwrap_or(&none);
         if let Some((c, _)) = live.iter().find(|(_, t)| t.as_str() == "VARIANT") {
             return Err(Refusal::Shape(format!(
                 "the table has a VARIANT column ({c})"
             )));
         }
         let plan = plan(&p.schema, live, &mut st.pending, self.cfg.max_columns)?;
-        self.count_over_limit(&plan.over_limit);
         p.refuse(&plan.over_limit, dead_letter_reason::TOO_MANY_COLUMNS, &[]);
         let done =
             to_live::to_live(conn, &mut p, &plan.refused, &[]).map_err(SinkError::transient)?;
@@ -312,7 +371,6 @@ impl DuckLakeSink {
                 "column {col} is {live} in the table, which values are cast to by DuckDB"
             )));
         }
-        self.count_unconverted(&done.failed);
         if let Some(f) = p
             .schema
             .fields()
@@ -331,6 +389,17 @@ impl DuckLakeSink {
                 .write(b)
                 .map_err(|e| Refusal::Failed(SinkError::transient(e)))?;
         }
+        st.over_limit.extend(plan.over_limit);
+        for (col, live, lost) in done.failed {
+            match st
+                .unconverted
+                .iter_mut()
+                .find(|(c, l, _)| *c == col && *l == live)
+            {
+                Some(seen) => seen.2 += lost,
+                None => st.unconverted.push((col, live, lost)),
+            }
+        }
         st.dead_letters.append(&mut p.dead_letters);
         st.unsafe_names.extend(p.unsafe_names);
         st.reserved_names.extend(p.reserved_names);
@@ -340,19 +409,18 @@ impl DuckLakeSink {
 
     /// Writes a streamed flush at its trailer: held, it is inserted as a
     /// flush sent whole; spooled, its files are registered.
-    pub(super) fn write_streamed(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError> {
-        let Some(mut st) = self.streams.remove(&flush.id) else {
-            return Err(SinkError::permanent(format!(
-                "streamed flush {} is not one this writer received",
-                flush.id
-            )));
-        };
+    pub(super) fn write_streamed(
+        &mut self,
+        flush: &Flush,
+        token: u64,
+    ) -> Result<Durable<Receipt>, SinkError> {
+        let mut st = self.take_stream(&flush.id, token)?;
         let result = if st.spool.is_none() {
             let (schema, batches) = aligned(st.held.clone())?;
             let whole = Flush {
                 schema,
                 batches,
-                streamed: false,
+                streamed: None,
                 ..flush.clone()
             };
             self.write_batches(&whole)
@@ -416,9 +484,12 @@ impl DuckLakeSink {
         drop(dl_stream);
         let spool = st.spool.as_ref().expect("spooled");
         let snapshot_id = committed.map_err(|e| {
-            // The lake refusing a file (a type changed by another writer
-            // since, a partitioned table) names the file.
-            if e.message.contains(&*spool.dir().to_string_lossy()) {
+            // The lake refused a file (a type another writer changed since,
+            // a table partitioned meanwhile): the insert path can write it.
+            if self.rows_refused
+                && !e.is_contention()
+                && !super::classify::connection_lost(&e.message)
+            {
                 self.turn_files_off(&e.message);
                 resend_whole(&e.message)
             } else {
@@ -426,6 +497,8 @@ impl DuckLakeSink {
             }
         })?;
         self.count_names(&st.unsafe_names, st.rows_with_unsafe, &st.reserved_names);
+        self.count_over_limit(&st.over_limit);
+        self.count_unconverted(&st.unconverted);
         self.count_dead_letters(&flush.id, &letters);
         self.maybe_prune();
         Ok(Durable::new(Receipt {
@@ -448,7 +521,7 @@ impl DuckLakeSink {
     /// commit. If the table meanwhile got one of them with another type,
     /// or reached MILLPOND_MAX_COLUMNS, the files cannot be registered.
     fn add_pending(&mut self, st: &Streamed) -> Result<(), SinkError> {
-        if st.pending.is_empty() {
+        if st.pending.is_empty() && self.live.is_some() {
             return Ok(());
         }
         let fields: Vec<arrow::datatypes::Field> = st
@@ -547,7 +620,7 @@ fn plan(
 
 /// Deletes a stream's files unless a COMMIT may have made them part of
 /// the lake (then orphan cleanup decides, from the catalog).
-fn forget(st: &mut Streamed) {
+pub(super) fn forget(st: &mut Streamed) {
     if let Some(spool) = st.spool.as_mut() {
         if st.maybe_in_lake {
             tracing::warn!(

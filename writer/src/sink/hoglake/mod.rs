@@ -469,7 +469,7 @@ mod tests {
             schema,
             batches: vec![batch],
             dead_letters: vec![],
-            streamed: false,
+            streamed: None,
         };
         let p = prepare(
             &flush,

@@ -231,7 +231,7 @@ mod tests {
             schema: batch.schema(),
             batches: vec![batch],
             dead_letters: vec![],
-            streamed: false,
+            streamed: None,
         }
     }
 
