@@ -1196,7 +1196,7 @@ async fn a_second_stream_of_a_flush_replaces_the_first() {
     let mut first = one.open("d1", &long_rows(0, 100), deadline).await.unwrap();
     // Time for the first stream's opening batch to reach the writer.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let mut second = two.open("d1", &long_rows(100, 50), deadline).await.unwrap();
+    let second = two.open("d1", &long_rows(100, 50), deadline).await.unwrap();
     let _ = first.push(&long_rows(150, 50), deadline).await;
     let ack = second
         .finish(&descriptor("d1", vec![r(0, 0, 49)], 50), deadline)

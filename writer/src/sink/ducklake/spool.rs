@@ -274,6 +274,7 @@ mod tests {
     use super::*;
     use arrow::array::{Int64Array, StringArray};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use std::path::Path;
 
     fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
         RecordBatch::try_from_iter(cols).unwrap()
