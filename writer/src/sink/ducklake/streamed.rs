@@ -214,8 +214,7 @@ impl DuckLakeSink {
         let (schema, batches) = aligned(st.held.clone())?;
         self.open_table()?;
         let codec = self.file_codec()?;
-        let none = table::LiveColumns::new();
-        let live = self.live.as_ref().unwrap_or(&none);
+        let live = self.live.as_ref().expect("read by open_table");
         let spooled = match codec {
             Ok(codec) => {
                 st.spool = Some(Spool::new(
@@ -265,8 +264,8 @@ impl DuckLakeSink {
 
     /// Reads the table's columns once per session, through `table::ensure`
     /// so the session's table settings are applied, when the table exists;
-    /// otherwise `live` stays unread and the flush's columns will create
-    /// it at the trailer.
+    /// otherwise `live` is empty, and the flush's columns create the table
+    /// at the trailer (`add_pending`).
     fn open_table(&mut self) -> Result<(), SinkError> {
         self.session()?;
         if self.live.is_some() {
@@ -274,13 +273,11 @@ impl DuckLakeSink {
         }
         let conn = &self.session.as_ref().expect("session open").conn;
         let cols = table::read_columns(conn, &self.cfg).map_err(|e| self.err(e))?;
-        if !cols.is_empty() {
-            table::ensure(
-                conn,
-                &self.cfg,
-                &mut self.live,
-                &arrow::datatypes::Schema::empty(),
-            )?;
+        if cols.is_empty() {
+            self.live = Some(cols);
+        } else {
+            let empty = arrow::datatypes::Schema::empty();
+            table::ensure(conn, &self.cfg, &mut self.live, &empty)?;
         }
         Ok(())
     }
@@ -355,8 +352,7 @@ impl DuckLakeSink {
         drop(part);
         self.open_table()?;
         let conn = &self.session.as_ref().expect("session open").conn;
-        let none = table::LiveColumns::new();
-        let live = self.live.as_ref().unwrap_or(&none);
+        let live = self.live.as_ref().expect("read by open_table");
         if let Some((c, _)) = live.iter().find(|(_, t)| t.as_str() == "VARIANT") {
             return Err(Refusal::Shape(format!(
                 "the table has a VARIANT column ({c})"
@@ -521,7 +517,8 @@ impl DuckLakeSink {
     /// commit. If the table meanwhile got one of them with another type,
     /// or reached MILLPOND_MAX_COLUMNS, the files cannot be registered.
     fn add_pending(&mut self, st: &Streamed) -> Result<(), SinkError> {
-        if st.pending.is_empty() && self.live.is_some() {
+        // A table not created yet is created from these columns.
+        if st.pending.is_empty() && self.live.as_ref().is_some_and(|l| !l.is_empty()) {
             return Ok(());
         }
         let fields: Vec<arrow::datatypes::Field> = st

@@ -71,7 +71,8 @@ pub fn ensure(
 ) -> Result<Evolution, SinkError> {
     let mut evo = Evolution::default();
     let table = cfg.sql_table();
-    let fresh = live.is_none();
+    // An empty map is a table not seen yet (read before it was created).
+    let fresh = live.as_ref().is_none_or(HashMap::is_empty);
     if fresh {
         *live = Some(read_columns(conn, cfg).map_err(|e| duck_err(cfg, e))?);
     }
