@@ -1133,8 +1133,10 @@ async fn a_streamed_flush_the_files_cannot_take_is_asked_for_whole() {
 }
 
 /// Files the lake refuses at the commit (here: the table was partitioned
-/// behind the writer's back, and files carry no partition values) end the
-/// flush with a retryable refusal; sent whole, it lands.
+/// while the flush's files were being written, and files carry no
+/// partition values) end the flush with a retryable refusal; sent whole,
+/// it lands. A table already partitioned when a flush starts its files is
+/// seen then: that flush is held and inserted.
 async fn files_the_lake_refuses_at_the_commit_are_asked_for_whole() {
     let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
     let writer = Writer::start(&lake);
@@ -1146,11 +1148,6 @@ async fn files_the_lake_refuses_at_the_commit_are_asked_for_whole() {
     )
     .await
     .unwrap();
-    writer.stop();
-    lake.admin()
-        .execute_batch("ALTER TABLE lake.main.events SET PARTITIONED BY (seq)")
-        .unwrap();
-    let writer = Writer::start(&lake);
     let deadline = std::time::Duration::from_secs(60);
     let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
     let mut stream = sender
@@ -1158,6 +1155,11 @@ async fn files_the_lake_refuses_at_the_commit_are_asked_for_whole() {
         .await
         .unwrap();
     stream.push(&long_rows(110, 100), deadline).await.unwrap();
+    // Time for the batches to reach their file before the table changes.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    lake.admin()
+        .execute_batch("ALTER TABLE lake.main.events SET PARTITIONED BY (seq)")
+        .unwrap();
     let d = descriptor("p1", vec![r(0, 10, 209)], 200);
     match stream.finish(&d, deadline).await {
         Err(millpond_ingest::flight::SendError::Broken(e)) => {
@@ -1179,9 +1181,27 @@ async fn files_the_lake_refuses_at_the_commit_are_asked_for_whole() {
         "the refusal is counted, not retried inside the writer"
     );
     writer.stop();
+    // A new writer (no pause) sees the partitioned table before any file.
+    let writer = Writer::start(&lake);
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let stream = sender
+        .open("p2", &long_rows(210, 100), deadline)
+        .await
+        .unwrap();
+    let ack = stream
+        .finish(&descriptor("p2", vec![r(0, 210, 309)], 100), deadline)
+        .await
+        .unwrap();
+    assert_eq!(ack.rows_written, 100);
+    writer.stop();
     assert_eq!(
         lake.query("SELECT count(*), count(DISTINCT seq) FROM lake.main.events"),
-        ["210|210"]
+        ["310|310"]
+    );
+    let writers = lake.data_file_writers();
+    assert!(
+        writers.iter().all(|w| w.starts_with("DuckDB")),
+        "every flush that landed was inserted: {writers:?}"
     );
 }
 

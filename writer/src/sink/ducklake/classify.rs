@@ -27,6 +27,10 @@ const CONNECTION_LOST: [&str; 6] = [
     "SSL SYSCALL error",
 ];
 
+/// How DuckLake refuses a file given to `ducklake_add_data_files` (a column
+/// of another type, one the table lacks, a partitioned table).
+pub const FILE_REFUSED: &str = "Invalid Input Error";
+
 /// Whether an error is a lost catalog or storage connection.
 pub fn connection_lost(message: &str) -> bool {
     CONNECTION_LOST.iter().any(|p| message.contains(p))

@@ -80,6 +80,7 @@ impl DuckLakeConfig {
             // DuckDB reads it for its inserts, the spool for its files.
             if !matches(m, |c| c.is_ascii_alphanumeric() || c == '.')
                 || parse_size::parse_size(m).is_err()
+                || parse_size::parse_size(m) == Ok(0)
             {
                 r.errors.push(
                     "DUCKLAKE_ROW_GROUP_BYTES",
@@ -246,6 +247,14 @@ mod tests {
             ])
             .unwrap_err(),
             ["DUCKLAKE_ROW_GROUP_BYTES", "DUCKLAKE_FILES_FROM_BYTES"]
+        );
+        assert_eq!(
+            parse(&[
+                ("DUCKLAKE_TABLE", "events"),
+                ("DUCKLAKE_ROW_GROUP_BYTES", "0")
+            ])
+            .unwrap_err(),
+            ["DUCKLAKE_ROW_GROUP_BYTES"]
         );
     }
 

@@ -73,9 +73,10 @@ pub struct DuckLakeSink {
     streams: std::collections::HashMap<String, streamed::Streamed>,
     /// The token of the last stream begun.
     stream_tokens: u64,
-    /// Why streamed flushes are no longer written to files as they arrive
-    /// (set once a table or flush shape needs DuckDB's insert).
+    /// Why this configuration never writes streamed flushes to files.
     files_off: Option<String>,
+    /// Closed: no stream begins any more.
+    closed: bool,
     /// Until when streamed flushes are held after one the files could not
     /// take.
     files_paused_until: Option<std::time::Instant>,
@@ -127,6 +128,7 @@ impl DuckLakeSink {
             streams: std::collections::HashMap::new(),
             stream_tokens: 0,
             files_off: None,
+            closed: false,
             files_paused_until: None,
         };
         sink.files_off = sink.files_refused_by_config();
@@ -691,6 +693,7 @@ impl Sink for DuckLakeSink {
     }
 
     fn close(&mut self) -> Result<(), SinkError> {
+        self.closed = true;
         for (id, mut st) in self.streams.drain() {
             tracing::info!(flush_id = %id, "closing with a streamed flush unwritten; its sender sends it again");
             streamed::forget(&mut st);

@@ -185,6 +185,12 @@ impl Spool {
             .into_inner()
             .map_err(|e| e.to_string())
             .and_then(|w| sync(w).map_err(|e| e.to_string()))
+            // The folder too, so the file's name survives a power loss.
+            .and_then(|()| {
+                File::open(&self.dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| e.to_string())
+            })
             .map_err(|e| format!("closing {}: {e}", open.path.display()))
     }
 

@@ -15,9 +15,10 @@
 //! tables, data on object storage, values that need an engine cast, types
 //! a file does not map exactly) keeps streamed flushes on the insert path.
 //! Met before any file is written, the flush is held and inserted; met
-//! later, the sender is asked to send the flush again whole
-//! ([`SinkErrorKind::ResendWhole`]), and for the rest of the session
-//! streamed flushes are held.
+//! later, or when the lake refuses the files at the commit, the sender is
+//! asked to send the flush again whole ([`SinkErrorKind::ResendWhole`]).
+//! Either way streamed flushes are held for the next ten minutes.
+
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -128,7 +129,7 @@ impl DuckLakeSink {
     }
 
     pub(super) fn begin_stream(&mut self, flush_id: &str) -> Option<u64> {
-        if self.files_off.is_some() {
+        if self.files_off.is_some() || self.closed {
             return None;
         }
         match self.files_paused_until {
@@ -189,7 +190,11 @@ impl DuckLakeSink {
             }
             Err(e) => {
                 forget(&mut st);
-                Err(e)
+                // Whatever failed, the sender can send the flush whole.
+                Err(match e.kind {
+                    SinkErrorKind::ResendWhole => e,
+                    _ => resend_whole(&e.message),
+                })
             }
         }
     }
@@ -211,22 +216,7 @@ impl DuckLakeSink {
         if st.hold || st.held_bytes < self.cfg.files_from_bytes {
             return Ok(());
         }
-        let (schema, batches) = aligned(st.held.clone())?;
-        self.open_table()?;
-        let codec = self.file_codec()?;
-        let live = self.live.as_ref().expect("read by open_table");
-        let spooled = match codec {
-            Ok(codec) => {
-                st.spool = Some(Spool::new(
-                    self.table_dir(),
-                    codec,
-                    self.row_group_bytes(),
-                    live,
-                ));
-                self.spool_rows(st, schema, batches)
-            }
-            Err(why) => Err(Refusal::Shape(why)),
-        };
+        let spooled = self.start_files(st);
         match spooled {
             Ok(()) => {
                 st.held.clear();
@@ -254,6 +244,50 @@ impl DuckLakeSink {
                 Ok(())
             }
         }
+    }
+
+    /// Starts the flush's files with what it holds: checks the table,
+    /// then writes the held batches. Nothing is in a file unless it passed.
+    fn start_files(&mut self, st: &mut Streamed) -> Result<(), Refusal> {
+        let (schema, batches) = aligned(st.held.clone())?;
+        self.open_table()?;
+        if let Some(why) = self.table_refuses_files()? {
+            return Err(Refusal::Shape(why));
+        }
+        let codec = self.file_codec()?.map_err(Refusal::Shape)?;
+        let live = self.live.as_ref().expect("read by open_table");
+        st.spool = Some(Spool::new(
+            self.table_dir(),
+            codec,
+            self.row_group_bytes(),
+            live,
+        ));
+        self.spool_rows(st, schema, batches)
+    }
+
+    /// Why the table itself needs DuckDB's insert: it is partitioned
+    /// (files carry no partition values), or has a VARIANT column.
+    fn table_refuses_files(&self) -> Result<Option<String>, SinkError> {
+        let live = self.live.as_ref().expect("read by open_table");
+        if let Some((c, _)) = live.iter().find(|(_, t)| t.as_str() == "VARIANT") {
+            return Ok(Some(format!("the table has a VARIANT column ({c})")));
+        }
+        let conn = &self.session.as_ref().expect("session open").conn;
+        let keys: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM __ducklake_metadata_lake.ducklake_partition_info p \
+                 JOIN __ducklake_metadata_lake.ducklake_partition_column pc \
+                   ON pc.partition_id = p.partition_id AND pc.table_id = p.table_id \
+                 JOIN __ducklake_metadata_lake.ducklake_table t \
+                   ON p.table_id = t.table_id AND t.end_snapshot IS NULL \
+                 JOIN __ducklake_metadata_lake.ducklake_schema s \
+                   ON t.schema_id = s.schema_id AND s.end_snapshot IS NULL \
+                 WHERE p.end_snapshot IS NULL AND s.schema_name = ? AND t.table_name = ?",
+                duckdb::params![self.cfg.schema, self.cfg.table],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        Ok((keys > 0).then(|| "the table is partitioned".to_owned()))
     }
 
     fn turn_files_off(&mut self, why: &str) {
@@ -321,7 +355,6 @@ impl DuckLakeSink {
             .row_group_bytes
             .as_deref()
             .and_then(|s| parse_size::parse_size(s).ok())
-            .filter(|&b| b > 0)
             .map(|b| b as usize)
     }
 
@@ -385,7 +418,11 @@ impl DuckLakeSink {
                 .write(b)
                 .map_err(|e| Refusal::Failed(SinkError::transient(e)))?;
         }
-        st.over_limit.extend(plan.over_limit);
+        for key in plan.over_limit {
+            if !st.over_limit.contains(&key) {
+                st.over_limit.push(key);
+            }
+        }
         for (col, live, lost) in done.failed {
             match st
                 .unconverted
@@ -482,10 +519,9 @@ impl DuckLakeSink {
         let snapshot_id = committed.map_err(|e| {
             // The lake refused a file (a type another writer changed since,
             // a table partitioned meanwhile): the insert path can write it.
-            if self.rows_refused
-                && !e.is_contention()
-                && !super::classify::connection_lost(&e.message)
-            {
+            if self.rows_refused && e.message.contains(super::classify::FILE_REFUSED) {
+                // The table changed under the files: read it again.
+                self.live = None;
                 self.turn_files_off(&e.message);
                 resend_whole(&e.message)
             } else {
