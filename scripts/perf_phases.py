@@ -32,6 +32,8 @@ RUST_TAIL = [
     ("tokio runtime, other", r"tokio::"),
 ]
 DUCKDB = [
+    ("DuckLake: registering the writer's files (reading their footers)", r"DuckLakeAddDataFiles|"
+     r"DuckLakeFileProcessor"),
     ("DuckDB: Parquet encode + compress (data files)", r"Parquet|ColumnWriter|snappy|PhysicalCopyToFile|"
      r"zstd|WriteRotate"),
     ("DuckDB: Arrow scan of the flush", r"ArrowTableFunction|ArrowScan|ArrowToDuckDB|ArrowArrayScanState|"
@@ -58,15 +60,19 @@ RULES = {
         ("drop of consumed messages / flushed batches", r"drop_in_place"),
     ] + RUST_TAIL,
     "writer": [
-        ("Flight receive (gRPC, h2, IPC decode)", r"arrow_flight::decode|FlightDataDecoder|flight_data_to_arrow|"
-         r"arrow_ipc::reader|h2::|hyper::|tonic::|tower::"),
+        # Batches are written inside the DoPut handler, so the sink's own
+        # phases come before the Flight rule that would match their stacks.
+        ("Parquet files (the parquet crate: encode, compress, write)", r"sink::ducklake::spool|parquet::|"
+         r"lz4_flex|snap::|zstd"),
         ("lease check (fence)", r"fence::Fence"),
         ("offsets: recorded ranges, table check", r"ducklake::offsets|recorded_offsets|ensure_offsets_table"),
         ("table check: columns, types, DDL", r"sink::ducklake::table::"),
         ("dead letters", r"dead_letters"),
         ("prepare + exact values (Rust)", r"sink::prepare|sink::ducklake::to_live|millpond_shared::exact|"
-         r"sink::ducklake::classify"),
+         r"sink::ducklake::classify|sink::ducklake::streamed::plan"),
     ] + DUCKDB + [
+        ("Flight receive (gRPC, h2, IPC decode)", r"arrow_flight::decode|FlightDataDecoder|flight_data_to_arrow|"
+         r"arrow_ipc::reader|h2::|hyper::|tonic::|tower::"),
         ("drop of the flush", r"drop_in_place"),
     ] + RUST_TAIL,
     "baseline": [
