@@ -874,6 +874,17 @@ fn plus(b: RecordBatch, name: &str, col: arrow::array::ArrayRef) -> RecordBatch 
     RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
 }
 
+/// Asserts the writer refused a streamed flush retryably, asking for it
+/// whole (ingest then re-reads it from Kafka).
+fn asked_for_whole(finished: Result<millpond_proto::FlushAck, millpond_ingest::flight::SendError>) {
+    match finished {
+        Err(millpond_ingest::flight::SendError::Broken(e)) => {
+            assert!(e.contains("send it whole"), "{e}")
+        }
+        other => panic!("expected a retryable refusal, got {other:?}"),
+    }
+}
+
 /// Streams `flushes` large flushes of 50,000 rows each and returns the
 /// rows written.
 async fn stream_large(writer: &Writer, first_id: usize, flushes: usize) -> u64 {
@@ -1075,10 +1086,7 @@ async fn a_streamed_flush_the_files_cannot_take_is_asked_for_whole() {
     let _ = stream.push(&odd, deadline).await;
     sent.push(odd);
     let d = descriptor("u1", vec![r(0, 0, 50_009)], 50_010);
-    match stream.finish(&d, deadline).await {
-        Err(millpond_ingest::flight::SendError::Broken(_)) => {}
-        other => panic!("expected a retryable refusal, got {other:?}"),
-    }
+    asked_for_whole(stream.finish(&d, deadline).await);
     let files_left = || {
         lake.storage_files()
             .into_keys()
@@ -1161,12 +1169,7 @@ async fn files_the_lake_refuses_at_the_commit_are_asked_for_whole() {
         .execute_batch("ALTER TABLE lake.main.events SET PARTITIONED BY (seq)")
         .unwrap();
     let d = descriptor("p1", vec![r(0, 10, 209)], 200);
-    match stream.finish(&d, deadline).await {
-        Err(millpond_ingest::flight::SendError::Broken(e)) => {
-            assert!(e.contains("send it whole"), "{e}")
-        }
-        other => panic!("expected a retryable refusal, got {other:?}"),
-    }
+    asked_for_whole(stream.finish(&d, deadline).await);
     let mut c = client(&writer.addr).await;
     let ack = put(&mut c, &d, vec![long_rows(10, 100), long_rows(110, 100)])
         .await
@@ -1223,13 +1226,11 @@ async fn a_second_stream_of_a_flush_replaces_the_first() {
         .await
         .unwrap();
     assert_eq!(ack.rows_written, 50);
-    match first
-        .finish(&descriptor("d1", vec![r(0, 50, 199)], 150), deadline)
-        .await
-    {
-        Err(millpond_ingest::flight::SendError::Broken(_)) => {}
-        other => panic!("expected a retryable refusal, got {other:?}"),
-    }
+    asked_for_whole(
+        first
+            .finish(&descriptor("d1", vec![r(0, 50, 199)], 150), deadline)
+            .await,
+    );
     writer.stop();
     assert_eq!(
         lake.query("SELECT min(seq), max(seq), count(*) FROM lake.main.events"),
