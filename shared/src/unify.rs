@@ -45,6 +45,21 @@ fn ints_fit_f64(c: &ArrayRef) -> bool {
         .is_none_or(|a| a.iter().flatten().all(|v| v.unsigned_abs() <= EXACT))
 }
 
+/// `batches` as one schema: as they are when they already share one,
+/// otherwise [`unify`]d. `None` for no batches.
+#[allow(clippy::type_complexity)]
+pub fn aligned(
+    batches: Vec<RecordBatch>,
+) -> Result<Option<(SchemaRef, Vec<RecordBatch>)>, ArrowError> {
+    match batches.first() {
+        None => Ok(None),
+        Some(first) if batches.iter().all(|b| b.schema() == first.schema()) => {
+            Ok(Some((first.schema(), batches)))
+        }
+        Some(_) => unify(batches).map(Some),
+    }
+}
+
 /// Aligns batches converted separately (each with its own inferred schema)
 /// to the union schema: columns in first-seen order, missing ones null,
 /// conflicting types merged as the converter merges them within a batch.

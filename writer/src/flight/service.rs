@@ -416,14 +416,14 @@ impl WriterService {
         };
         // Batches may differ in schema (a streamed flush sends each as it
         // was converted): align them as ingest aligns a flush sent whole.
-        let (schema, batches) = if batches.is_empty() {
-            (schema.unwrap_or_else(|| Arc::new(Schema::empty())), batches)
-        } else if batches.iter().all(|b| b.schema() == batches[0].schema()) {
-            (batches[0].schema(), batches)
-        } else {
-            millpond_shared::unify::unify(batches)
-                .map_err(|e| Status::invalid_argument(format!("flush batches: {e}")))?
-        };
+        let (schema, batches) = millpond_shared::unify::aligned(batches)
+            .map_err(|e| Status::invalid_argument(format!("flush batches: {e}")))?
+            .unwrap_or_else(|| {
+                (
+                    schema.unwrap_or_else(|| Arc::new(Schema::empty())),
+                    Vec::new(),
+                )
+            });
         let flush = Flush {
             id: desc.flush_id.clone(),
             trigger: desc.trigger(),

@@ -275,8 +275,14 @@ fn is_coordinate(name: &str) -> bool {
 /// The topic of the range holding a row's coordinates; the flush's first
 /// topic when the row has none.
 pub fn topic_of<'r>(ranges: &'r [OffsetRange], at: Option<coordinates::Coordinate<'_>>) -> &'r str {
+    topic_at(ranges, at.map(|c| (c.partition, c.offset)))
+}
+
+/// The topic of the range holding `(partition, offset)`, else the first
+/// range's (a flush reads one topic).
+pub fn topic_at(ranges: &[OffsetRange], at: Option<(i32, i64)>) -> &str {
     let holds = |r: &&OffsetRange| {
-        at.is_some_and(|c| r.partition == c.partition && (r.first..=r.last).contains(&c.offset))
+        at.is_some_and(|(p, o)| r.partition == p && (r.first..=r.last).contains(&o))
     };
     ranges
         .iter()

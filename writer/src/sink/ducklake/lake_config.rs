@@ -203,10 +203,15 @@ impl LakeConfig {
                 ..
             } => {}
         }
-        if self.data_path.contains("://") || self.s3.is_some() {
+        if self.is_remote() {
             out.push("httpfs");
         }
         out
+    }
+
+    /// Data on object storage (httpfs), not in a local folder.
+    pub fn is_remote(&self) -> bool {
+        self.data_path.contains("://") || self.s3.is_some()
     }
 
     pub fn is_embedded(&self) -> bool {

@@ -33,7 +33,7 @@ use super::table;
 use super::to_live;
 use super::types::duck_type;
 use super::DuckLakeSink;
-use crate::sink::prepare::{prepare, NameCase};
+use crate::sink::prepare::{prepare, topic_at, NameCase};
 use crate::sink::{Durable, Flush, Receipt, SinkError, SinkErrorKind};
 use millpond_proto::AckOutcome;
 
@@ -117,7 +117,7 @@ impl From<SinkError> for Refusal {
 impl DuckLakeSink {
     /// Why this sink's configuration keeps every flush on the insert path.
     pub(super) fn files_refused_by_config(&self) -> Option<String> {
-        if self.cfg.lake.data_path.contains("://") || self.cfg.lake.s3.is_some() {
+        if self.cfg.lake.is_remote() {
             Some("the data path is on object storage".into())
         } else if !self.cfg.variant_columns.is_empty() {
             Some("MILLPOND_VARIANT_COLUMNS is set".into())
@@ -386,11 +386,6 @@ impl DuckLakeSink {
         self.open_table()?;
         let conn = &self.session.as_ref().expect("session open").conn;
         let live = self.live.as_ref().expect("read by open_table");
-        if let Some((c, _)) = live.iter().find(|(_, t)| t.as_str() == "VARIANT") {
-            return Err(Refusal::Shape(format!(
-                "the table has a VARIANT column ({c})"
-            )));
-        }
         let plan = plan(&p.schema, live, &mut st.pending, self.cfg.max_columns)?;
         p.refuse(&plan.over_limit, dead_letter_reason::TOO_MANY_COLUMNS, &[]);
         let done =
@@ -546,9 +541,7 @@ impl DuckLakeSink {
             recorded: flush.ranges.clone(),
         }))
     }
-}
 
-impl DuckLakeSink {
     /// Adds the columns the files hold and the table lacks, in one catalog
     /// commit. If the table meanwhile got one of them with another type,
     /// or reached MILLPOND_MAX_COLUMNS, the files cannot be registered.
@@ -677,27 +670,22 @@ fn resend_whole(why: &str) -> SinkError {
 fn aligned(
     held: Vec<RecordBatch>,
 ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>), SinkError> {
-    match held.first() {
-        None => Ok((std::sync::Arc::new(arrow::datatypes::Schema::empty()), held)),
-        Some(first) if held.iter().all(|b| b.schema() == first.schema()) => {
-            Ok((first.schema(), held))
-        }
-        Some(_) => millpond_shared::unify::unify(held)
-            .map_err(|e| SinkError::permanent(format!("aligning the flush's batches: {e}"))),
-    }
+    let aligned = millpond_shared::unify::aligned(held)
+        .map_err(|e| SinkError::permanent(format!("aligning the flush's batches: {e}")))?;
+    Ok(aligned.unwrap_or_else(|| {
+        (
+            std::sync::Arc::new(arrow::datatypes::Schema::empty()),
+            Vec::new(),
+        )
+    }))
 }
 
 /// A dead letter found before the ranges were known, with its topic.
 fn with_topic(l: &DeadLetter, ranges: &[OffsetRange]) -> DeadLetter {
     let mut l = l.clone();
     if l.topic.is_empty() {
-        let at = ranges
-            .iter()
-            .find(|r| r.partition == l.partition && (r.first..=r.last).contains(&l.offset));
-        l.topic = at
-            .or(ranges.first())
-            .map_or("", |r| r.topic.as_str())
-            .to_owned();
+        let at = (l.partition >= 0).then_some((l.partition, l.offset));
+        l.topic = topic_at(ranges, at).to_owned();
     }
     l
 }
