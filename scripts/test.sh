@@ -58,6 +58,7 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
 fi
 
 step fmt cargo fmt --all --check
+step features bash scripts/check-features.sh
 step clippy cargo clippy --release --workspace --all-targets -- -D warnings
 if [ -f scripts/check-proto.sh ]; then
     step check-proto bash scripts/check-proto.sh

@@ -92,7 +92,7 @@ impl Ladder {
         mut on_retry: impl FnMut(u32, Duration, &str),
     ) -> Result<T, GaveUp<E>> {
         // tokio's clock: the same instant in production, and a paused one
-        // in tests.
+        // under tokio's test-util.
         let start = tokio::time::Instant::now();
         let mut failed = 0u32;
         loop {
@@ -118,21 +118,24 @@ impl Ladder {
 mod tests {
     use super::*;
 
-    /// Counts attempts in the state the helper lends to each one.
-    #[tokio::test(start_paused = true)]
+    /// Counts attempts in the state the helper lends to each one. Real
+    /// time on a millisecond ladder: the deadline leaves each wait ~200 ms
+    /// of slack for a loaded machine.
+    #[tokio::test]
     async fn retry_within_lends_state_and_stops_at_the_deadline() {
+        let ms = Duration::from_millis;
         let ladder = Ladder {
             attempts: u32::MAX,
-            base: Duration::from_secs(1),
+            base: ms(20),
             jitter: 0.0,
         };
-        // Done on the third attempt: two waits, 1 s then 2 s.
+        // Done on the third attempt: two waits, 20 then 40 ms.
         let mut tries = 0u32;
         let mut waits = Vec::new();
         let got: Result<u32, GaveUp<()>> = ladder
             .retry_within(
                 Duration::from_secs(60),
-                Duration::from_secs(1),
+                ms(1),
                 &mut tries,
                 |n, _| {
                     Box::pin(async move {
@@ -148,16 +151,15 @@ mod tests {
             )
             .await;
         assert_eq!(got, Ok(3));
-        assert_eq!(
-            waits,
-            [(1, Duration::from_secs(1)), (2, Duration::from_secs(2))]
-        );
-        // Never done: 1 + 2 + 4 s of waits fit in 10 s, the next 8 s does not.
+        assert_eq!(waits, [(1, ms(20)), (2, ms(40))]);
+        // Never done: 20 + 40 + 80 + 160 ms of waits fit in 500 ms, the
+        // next 320 ms does not.
         let mut tries = 0u32;
+        let started = std::time::Instant::now();
         let got: Result<(), GaveUp<()>> = ladder
             .retry_within(
-                Duration::from_secs(10),
-                Duration::from_secs(1),
+                ms(500),
+                ms(1),
                 &mut tries,
                 |n, _| {
                     Box::pin(async move {
@@ -168,7 +170,8 @@ mod tests {
                 |_, _, _| {},
             )
             .await;
-        assert_eq!(got, Err(GaveUp::Exhausted("try 4".into())));
+        assert_eq!(got, Err(GaveUp::Exhausted("try 5".into())));
+        assert!(started.elapsed() >= ms(300), "{:?}", started.elapsed());
         // Fatal stops at once.
         let got: Result<(), GaveUp<&str>> = ladder
             .retry_within(
