@@ -57,8 +57,8 @@
 //!   top-level string, a key, or anywhere inside a nested value, makes the
 //!   payload invalid (skipped), as `serde_json` and `orjson` do.
 //! * **Deep nesting** cannot overflow the stack: the top-level object is
-//!   parsed by `serde_json` (recursion limit 128), and nested values are
-//!   skipped and compacted by iterative loops with no recursion at all. A
+//!   read by a loop, and nested values are skipped (by `serde_json`) and
+//!   compacted by iterative loops with no recursion at all. A
 //!   non-object top-level value such as 10,000 levels of `[[[…]]]` is
 //!   rejected at its first byte; a deeply nested value *inside* an object is
 //!   valid JSON and is kept as text (no depth limit applies to it).
@@ -74,19 +74,22 @@
 //!
 //! # Design
 //!
-//! Pass 1 (`scan.rs`) validates each payload with `serde_json` (strict RFC 8259
-//! parsing, UTF-8 checked once per payload) through a `Visitor` that resolves
-//! each key to a column index (hash lookup, short-circuited by the key order
-//! of the previous row) and captures each value as a borrowed `&RawValue`.
-//! Values go onto a flat tape of `(column, value)` entries that borrow from
-//! the payloads; only unescaped strings and nested values that contain
-//! whitespace are copied, into one batch-wide arena. A failing payload is
-//! rolled back (tape, arena, new columns). A duplicate key overwrites its
-//! earlier tape entry. Pass 2 (`build.rs`) infers each column's type from the
+//! Pass 1 (`scan.rs`, `object.rs`) reads each payload's top-level object in
+//! one pass (strict RFC 8259, UTF-8 checked once per payload): each key is
+//! resolved to a column index (hash lookup, short-circuited by the key order
+//! of the previous row), each string is checked and unescaped in the same
+//! walk that finds its end, numbers are checked and kept as written, and
+//! nested values are checked and delimited by `serde_json`. Values go onto a
+//! flat tape of `(column, value)` entries that borrow from the payloads; only
+//! unescaped strings and nested values that contain whitespace are copied,
+//! into one batch-wide arena. A failing payload is rolled back (tape, arena,
+//! new columns). A duplicate key overwrites its earlier tape entry. Pass 2
+//! (`build.rs`) infers each column's type from the
 //! final tape, then appends into pre-sized Arrow builders row by row, filling
 //! absent cells with nulls lazily.
 
 mod build;
+mod object;
 mod scan;
 
 pub use build::Overflow;

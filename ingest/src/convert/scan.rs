@@ -1,18 +1,14 @@
 //! Pass 1: parse every payload into a flat, batch-wide tape.
 //!
-//! `serde_json` drives the parse of the top-level object through a
-//! [`Visitor`]; keys are resolved to column indexes without allocating, and
-//! each value is captured as a borrowed [`RawValue`] (validated, but not
-//! materialised), then classified by its first byte. Nested values are
-//! checked for lone surrogates and borrowed as-is when already compact;
-//! otherwise they are compacted into one shared text arena. Strings with
-//! escapes are unescaped into the same arena; plain strings are borrowed.
+//! Each payload's top-level object is read by `object::read_object` in one
+//! pass; keys are resolved to column indexes without allocating. Strings
+//! without escapes and nested values that are already compact are borrowed
+//! from the payload; unescaped strings and compacted nested values go into
+//! one shared text arena.
 
 use std::collections::HashMap;
-use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer as _, MapAccess, Visitor};
-use serde_json::value::RawValue;
+use super::object::read_object;
 
 /// One top-level value of one row, borrowing from the payload or the arena.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -107,6 +103,8 @@ struct Scanner<'a> {
     /// topic almost always share their key order, so this usually avoids
     /// hashing the key at all.
     hints: Vec<usize>,
+    /// Scratch space for a key with escapes.
+    key: String,
 }
 
 /// Parses all payloads. Never panics.
@@ -130,23 +128,29 @@ impl<'a> Scanner<'a> {
         let entries = self.tape.entries.len();
         let text = self.tape.text.len();
         let cols = self.tape.names.len();
-        let mut de = serde_json::Deserializer::from_str(s);
-        let res = (&mut de)
-            .deserialize_map(RowVisitor { sc: self, stamp })
-            .and_then(|()| de.end());
+        let mut arena = std::mem::take(&mut self.tape.text);
+        let mut key = std::mem::take(&mut self.key);
+        let mut pos = 0;
+        let res = read_object(s, &mut arena, &mut key, |k, val| {
+            let col = self.column(k, pos);
+            self.put(col, stamp, val);
+            pos += 1;
+        });
+        self.tape.text = arena;
+        self.key = key;
         let reason = match res {
             Ok(()) => {
                 self.tape.row_ends.push(self.tape.entries.len());
                 return Ok(());
             }
             // Cold path: is it valid JSON of another kind?
-            Err(_)
+            Err(Invalid)
                 if !s.trim_start().starts_with('{')
-                    && serde_json::from_str::<de::IgnoredAny>(s).is_ok() =>
+                    && serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok() =>
             {
                 SkipReason::NotAnObject
             }
-            Err(_) => SkipReason::InvalidJson,
+            Err(Invalid) => SkipReason::InvalidJson,
         };
         self.tape.entries.truncate(entries);
         // `text` was a length of this String, hence a char boundary.
@@ -202,105 +206,10 @@ impl<'a> Scanner<'a> {
     }
 }
 
-struct RowVisitor<'s, 'a> {
-    sc: &'s mut Scanner<'a>,
-    stamp: usize,
-}
-
-impl<'a> Visitor<'a> for RowVisitor<'_, 'a> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'a>>(self, mut map: A) -> Result<(), A::Error> {
-        let sc = self.sc;
-        let mut pos = 0;
-        while let Some(col) = map.next_key_seed(KeySeed { sc: &mut *sc, pos })? {
-            let raw: &'a RawValue = map.next_value()?;
-            let val = classify(raw.get(), &mut sc.tape.text)
-                .map_err(|Invalid| de::Error::custom("lone surrogate in \\u escape"))?;
-            sc.put(col, self.stamp, val);
-            pos += 1;
-        }
-        Ok(())
-    }
-}
-
-/// Resolves an object key (borrowed or unescaped by serde_json) to a column.
-struct KeySeed<'s, 'a> {
-    sc: &'s mut Scanner<'a>,
-    pos: usize,
-}
-
-impl<'de> DeserializeSeed<'de> for KeySeed<'_, '_> {
-    type Value = usize;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl Visitor<'_> for KeySeed<'_, '_> {
-    type Value = usize;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a string key")
-    }
-
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<usize, E> {
-        Ok(self.sc.column(key, self.pos))
-    }
-}
-
-/// Marker error: a value serde_json accepted as raw JSON that we reject
-/// (lone surrogate escape), or a broken invariant.
+/// Marker error: the payload is not a valid JSON object (or a broken
+/// invariant).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Invalid;
-
-/// Classifies one validated raw JSON value (no surrounding whitespace).
-pub(super) fn classify<'a>(raw: &'a str, text: &mut String) -> Result<Val<'a>, Invalid> {
-    let bytes = raw.as_bytes();
-    match bytes.first().copied() {
-        Some(b'"') => {
-            let inner = raw.get(1..raw.len().saturating_sub(1)).ok_or(Invalid)?;
-            if !inner.as_bytes().contains(&b'\\') {
-                return Ok(Val::Str(inner));
-            }
-            let start = text.len();
-            if let Err(e) = unescape_into(inner, text) {
-                text.truncate(start);
-                return Err(e);
-            }
-            Ok(Val::Text(start, text.len()))
-        }
-        Some(b'{' | b'[') => {
-            let start = text.len();
-            match compact_into(raw, text) {
-                Ok(false) => Ok(Val::Str(raw)),
-                Ok(true) => Ok(Val::Text(start, text.len())),
-                Err(e) => {
-                    text.truncate(start);
-                    Err(e)
-                }
-            }
-        }
-        Some(b't') => Ok(Val::Bool(true)),
-        Some(b'f') => Ok(Val::Bool(false)),
-        Some(b'n') => Ok(Val::Null),
-        Some(b'-' | b'0'..=b'9') => {
-            if bytes.iter().any(|&b| matches!(b, b'.' | b'e' | b'E')) {
-                Ok(Val::Float(raw))
-            } else {
-                // serde_json validated the literal, so the only possible
-                // error is overflow.
-                Ok(raw.parse::<i64>().map_or(Val::BigInt(raw), Val::Int))
-            }
-        }
-        _ => Err(Invalid),
-    }
-}
 
 #[inline]
 fn is_ws(b: u8) -> bool {
@@ -363,32 +272,66 @@ pub(super) fn compact_into(raw: &str, out: &mut String) -> Result<bool, Invalid>
     Ok(wrote)
 }
 
-/// Index of the first `"` or `\\` in `b[i..]` (or `b.len()`), 8 bytes at a
-/// time (SWAR).
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// Flags the zero bytes of `x`; the lowest flag is always exact.
 #[inline]
-fn find_quote_or_backslash(b: &[u8], mut i: usize) -> usize {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    // Flags zero bytes; the lowest flag is always exact.
-    let zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
+fn zero_bytes(x: u64) -> u64 {
+    x.wrapping_sub(LO) & !x & HI
+}
+
+/// Index of the first byte in `b[i..]` for which `stop` holds (or
+/// `b.len()`), eight bytes at a time (SWAR): `flags` marks, in a word of
+/// eight bytes, at least the lowest byte that stops and no byte below it.
+#[inline]
+fn find_stop(
+    b: &[u8],
+    mut i: usize,
+    flags: impl Fn(u64) -> u64,
+    stop: impl Fn(u8) -> bool,
+) -> usize {
     while let Some(chunk) = b.get(i..i + 8) {
         let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
             break;
         };
-        let x = u64::from_le_bytes(chunk);
-        let hits = zero(x ^ (LO * u64::from(b'"'))) | zero(x ^ (LO * u64::from(b'\\')));
+        let hits = flags(u64::from_le_bytes(chunk));
         if hits != 0 {
             return i + (hits.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
     while let Some(&c) = b.get(i) {
-        if c == b'"' || c == b'\\' {
+        if stop(c) {
             break;
         }
         i += 1;
     }
     i
+}
+
+fn quote_or_backslash(x: u64) -> u64 {
+    zero_bytes(x ^ (LO * u64::from(b'"'))) | zero_bytes(x ^ (LO * u64::from(b'\\')))
+}
+
+/// Index of the first `"` or `\\` in `b[i..]` (or `b.len()`).
+#[inline]
+fn find_quote_or_backslash(b: &[u8], i: usize) -> usize {
+    find_stop(b, i, quote_or_backslash, |c| c == b'"' || c == b'\\')
+}
+
+/// Index of the first byte in `b[i..]` that ends a run of plain string
+/// text: `"`, `\\` or a control character (below 0x20), or `b.len()`.
+#[inline]
+pub(super) fn find_string_stop(b: &[u8], i: usize) -> usize {
+    // Bytes below 0x20 (exact for the lowest, as for zero bytes).
+    let control = |x: u64| x.wrapping_sub(LO * 0x20) & !x & HI;
+    find_stop(
+        b,
+        i,
+        |x| quote_or_backslash(x) | control(x),
+        |c| c == b'"' || c == b'\\' || c < 0x20,
+    )
 }
 
 /// Four hex digits at `b[at..at + 4]`.
@@ -423,32 +366,19 @@ fn skip_u_escape(b: &[u8], i: usize) -> Result<usize, Invalid> {
     u_escape(b, i).map(|(_, next)| next)
 }
 
-/// Appends the unescaped content of a JSON string (without its quotes).
-pub(super) fn unescape_into(inner: &str, out: &mut String) -> Result<(), Invalid> {
-    let b = inner.as_bytes();
-    out.reserve(b.len());
-    let mut seg = 0;
-    let mut i = 0;
-    while let Some(off) = b.get(i..).and_then(|r| r.iter().position(|&c| c == b'\\')) {
-        let j = i + off;
-        // `seg` and `j` sit on ASCII bytes (or the ends): char boundaries.
-        out.push_str(inner.get(seg..j).ok_or(Invalid)?);
-        let (ch, next) = match b.get(j + 1).copied().ok_or(Invalid)? {
-            b'"' => ('"', j + 2),
-            b'\\' => ('\\', j + 2),
-            b'/' => ('/', j + 2),
-            b'b' => ('\u{8}', j + 2),
-            b'f' => ('\u{c}', j + 2),
-            b'n' => ('\n', j + 2),
-            b'r' => ('\r', j + 2),
-            b't' => ('\t', j + 2),
-            b'u' => u_escape(b, j)?,
-            _ => return Err(Invalid),
-        };
-        out.push(ch);
-        i = next;
-        seg = next;
-    }
-    out.push_str(inner.get(seg..).ok_or(Invalid)?);
-    Ok(())
+/// Decodes the escape whose backslash is at `b[j]`: the character and the
+/// index just past the escape.
+pub(super) fn escape_at(b: &[u8], j: usize) -> Result<(char, usize), Invalid> {
+    Ok(match b.get(j + 1).copied().ok_or(Invalid)? {
+        b'"' => ('"', j + 2),
+        b'\\' => ('\\', j + 2),
+        b'/' => ('/', j + 2),
+        b'b' => ('\u{8}', j + 2),
+        b'f' => ('\u{c}', j + 2),
+        b'n' => ('\n', j + 2),
+        b'r' => ('\r', j + 2),
+        b't' => ('\t', j + 2),
+        b'u' => u_escape(b, j)?,
+        _ => return Err(Invalid),
+    })
 }

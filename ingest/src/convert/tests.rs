@@ -451,6 +451,63 @@ fn floats_f64_holds_stay_floats() {
 }
 
 #[test]
+fn edge_cases_are_read_as_serde_json_reads_them() {
+    let cases = [
+        "{}",
+        " \t\r\n{ } \n",
+        r#"{"a":01}"#,
+        r#"{"a":-}"#,
+        r#"{"a":1.}"#,
+        r#"{"a":.5}"#,
+        r#"{"a":1e}"#,
+        r#"{"a":1e+}"#,
+        r#"{"a":+1}"#,
+        r#"{"a":-01}"#,
+        r#"{"a":-0}"#,
+        r#"{"a":0e0}"#,
+        r#"{"a":1E-0}"#,
+        r#"{"a":tru}"#,
+        r#"{"a":nul}"#,
+        r#"{"a":truex}"#,
+        r#"{"a":true,}"#,
+        r#"{"a":1,,"b":2}"#,
+        r#"{"a" 1}"#,
+        r#"{a:1}"#,
+        r#"{"a":1}}"#,
+        r#"{"a":1} x"#,
+        r#"{"a":[1,2] x}"#,
+        r#"{"a":[1,2}"#,
+        r#"{"a":{"b":1}"#,
+        "{\"a\":\"x\u{1}y\"}",
+        "{\"a\":\"x\ny\"}",
+        "{\"a\nb\":1}",
+        "{\"a\":\"x\u{7f}y\"}",
+        r#"{"a":"\x"}"#,
+        r#"{"a":"\u12"}"#,
+        r#"{"a":"\u12G4"}"#,
+        r#"{"a":"abc"#,
+        r#"{"a":"abc\"}"#,
+        r#"{"a":"01234567\"}"#,
+        r#"{"a":"0123456789abcdef"}"#,
+        r#"{"a":"0123456789abcde\"}"#,
+        "{\"a\":\"0123456\u{1f}89abcdef\"}",
+        "{\"a\":\"0123456789abcdé\u{1f}\"}",
+    ];
+    for case in cases {
+        let rows = convert(&[case.as_bytes()]).rows;
+        match oracle(case.as_bytes()) {
+            Oracle::Row(_) => assert_eq!(rows, 1, "{case:?} is an object"),
+            Oracle::Skip => assert_eq!(rows, 0, "{case:?} is not an object"),
+            Oracle::Unknown => unreachable!("{case:?}"),
+        }
+    }
+    let b = batch(&[r#"{"a":-0,"c":"0123456789abcdef","d":"x\u007f"}"#]);
+    assert_eq!(ints(&b, "a"), [Some(0)]);
+    assert_eq!(strs(&b, "c"), [s("0123456789abcdef")]);
+    assert_eq!(strs(&b, "d"), [s("x\u{7f}")]);
+}
+
+#[test]
 fn unescape_matches_serde_json() {
     let cases = [
         r#""plain""#,
@@ -461,9 +518,9 @@ fn unescape_matches_serde_json() {
     ];
     for case in cases {
         let expected: String = serde_json::from_str(case).unwrap();
-        let mut out = String::new();
-        super::scan::unescape_into(&case[1..case.len() - 1], &mut out).unwrap();
-        assert_eq!(out, expected, "{case}");
+        let b = batch(&[&format!(r#"{{"s":{case},{case}:1}}"#)]);
+        assert_eq!(strs(&b, "s"), [Some(expected.clone())], "{case}");
+        assert_eq!(names(&b), ["s", expected.as_str()], "{case}");
     }
 }
 
@@ -813,6 +870,15 @@ proptest::proptest! {
         assert_eq!(out.rows + out.skipped.len(), payloads.len());
         if let Some(b) = &out.batch {
             assert_eq!(b.num_rows(), out.rows);
+        }
+        // Each payload is a row exactly when serde_json reads an object.
+        for p in &payloads {
+            let rows = convert(&[p.as_slice()]).rows;
+            match oracle(p) {
+                Oracle::Row(_) => assert_eq!(rows, 1, "{:?}", String::from_utf8_lossy(p)),
+                Oracle::Skip => assert_eq!(rows, 0, "{:?}", String::from_utf8_lossy(p)),
+                Oracle::Unknown => {}
+            }
         }
     }
 }
