@@ -49,7 +49,7 @@ RULES = {
         ("poll: messages out of librdkafka", r"rdkafka::consumer|rd_kafka_consume|rd_kafka_poll|"
          r"rd_kafka_q_|BaseConsumer|rd_kafka_message"),
         ("flush cut: unify + sort", r"Stages::cut|stages::sort|buffer::unify|Pending::cut"),
-        ("JSON scan (serde_json, unescape, classify)", r"convert::scan|serde_json"),
+        ("JSON scan (object read, unescape, nested values)", r"convert::scan|convert::object|serde_json"),
         ("Arrow columns (build)", r"convert::build|arrow_array::builder|arrow_buffer"),
         ("convert, other", r"millpond_ingest::convert"),
         ("Flight encode (Arrow IPC)", r"arrow_ipc::writer|FlightDataEncoder|arrow_flight::encode"),
