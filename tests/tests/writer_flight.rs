@@ -909,6 +909,72 @@ async fn stream_large(writer: &Writer, first_id: usize, flushes: usize) -> u64 {
     written
 }
 
+/// The columns a streamed flush's files bring are added in the transaction
+/// that registers the files: one snapshot alters the table and adds the
+/// rows, and no other snapshot alters it.
+async fn new_columns_come_with_their_files_in_one_snapshot() {
+    let lake = Lake::new(Backend::Embedded, "events");
+    let writer = Writer::start(&lake);
+    // The first flush creates the table.
+    assert_eq!(stream_large(&writer, 0, 1).await, 50_000);
+    let deadline = std::time::Duration::from_secs(60);
+    let with_extra = |start: i64| {
+        let extra: Vec<String> = (start..start + 10_000).map(|i| format!("e{i}")).collect();
+        plus(
+            long_rows(start, 10_000),
+            "extra",
+            Arc::new(StringArray::from(extra)),
+        )
+    };
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let mut stream = sender
+        .open("l1", &with_extra(50_000), deadline)
+        .await
+        .unwrap();
+    for k in 1..5 {
+        stream
+            .push(&with_extra(50_000 + k * 10_000), deadline)
+            .await
+            .unwrap();
+    }
+    let ack = stream
+        .finish(
+            &descriptor("l1", vec![r(0, 50_000, 99_999)], 50_000),
+            deadline,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (ack.rows_written, ack.outcome()),
+        (50_000, AckOutcome::Written)
+    );
+    assert_eq!(
+        writer.metric("millpond_schema_columns_added_total", &[]),
+        1.0
+    );
+    writer.stop();
+    assert_eq!(
+        lake.query(
+            "SELECT count(*) FILTER (map_contains(changes, 'tables_altered')), \
+             count(*) FILTER (map_contains(changes, 'tables_altered') \
+                              AND map_contains(changes, 'tables_inserted_into')) \
+             FROM ducklake_snapshots('lake')"
+        ),
+        ["1|1"]
+    );
+    assert_eq!(
+        lake.query(
+            "SELECT count(*), count(extra), count(*) FILTER (extra = 'e' || seq) \
+             FROM lake.main.events WHERE seq >= 50000"
+        ),
+        ["50000|50000|50000"]
+    );
+    assert!(lake
+        .data_file_writers()
+        .iter()
+        .all(|w| w.starts_with("parquet-rs")));
+}
+
 /// The files take the lake's `parquet_compression`; a codec they cannot
 /// write keeps streamed flushes on DuckDB's insert, which honours it.
 async fn streamed_files_follow_the_lake_compression() {
@@ -1257,6 +1323,11 @@ mod streamed_to_files {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn follow_the_lake_compression() {
         super::streamed_files_follow_the_lake_compression().await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn new_columns_come_with_their_files() {
+        super::new_columns_come_with_their_files_in_one_snapshot().await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -492,6 +492,10 @@ fn edge_cases_are_read_as_serde_json_reads_them() {
         r#"{"a":"0123456789abcde\"}"#,
         "{\"a\":\"0123456\u{1f}89abcdef\"}",
         "{\"a\":\"0123456789abcdé\u{1f}\"}",
+        r#"{"a":"\uD83D\uDE00"}"#,
+        r#"{"a":"\uD83D\uD83D"}"#,
+        r#"{"a":"\uDE00\uD83D"}"#,
+        r#"{"\uD83D\uDE00":1}"#,
     ];
     for case in cases {
         let rows = convert(&[case.as_bytes()]).rows;
@@ -505,6 +509,33 @@ fn edge_cases_are_read_as_serde_json_reads_them() {
     assert_eq!(ints(&b, "a"), [Some(0)]);
     assert_eq!(strs(&b, "c"), [s("0123456789abcdef")]);
     assert_eq!(strs(&b, "d"), [s("x\u{7f}")]);
+}
+
+#[test]
+fn string_stop_search_matches_a_byte_loop() {
+    // Every byte value at every position of a 24-byte run, over fillers
+    // that sit just above the stops (the SWAR flags' false positives) and
+    // above 0x7f.
+    let naive = |b: &[u8], i: usize| {
+        (i..b.len())
+            .find(|&k| matches!(b[k], b'"' | b'\\' | 0..=0x1f))
+            .unwrap_or(b.len())
+    };
+    for filler in [b'a', b' ', b'#', b']', 0x7f, 0x80, 0xff] {
+        for stop in 0..=255u8 {
+            for at in 0..24 {
+                let mut b = vec![filler; 24];
+                b[at] = stop;
+                for from in [0, 1, 7, 8, 9] {
+                    assert_eq!(
+                        super::scan::find_string_stop(&b, from),
+                        naive(&b, from),
+                        "filler {filler:#x}, byte {stop:#x} at {at}, from {from}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[test]

@@ -307,14 +307,16 @@ impl DuckLakeSink {
         }
     }
 
-    /// One lake transaction: the offsets re-checked, `rows` (statements
-    /// that add the flush's rows), the dead letters when their view is
-    /// registered, the offset ranges recorded. `self.commit_sent` says
+    /// One lake transaction: the offsets re-checked, `ddl` (the columns
+    /// the rows need), `rows` (statements that add the flush's rows), the
+    /// dead letters when their view is registered, the offset ranges
+    /// recorded. `self.commit_sent` says
     /// whether COMMIT was issued (after which the outcome is unknown
     /// until the offsets are read again).
     fn commit(
         &mut self,
         flush: &Flush,
+        ddl: &[String],
         rows: Vec<String>,
         dead_letters: bool,
     ) -> Result<Option<i64>, SinkError> {
@@ -322,6 +324,7 @@ impl DuckLakeSink {
         self.rows_refused = false;
         let mut head = vec!["BEGIN TRANSACTION".to_owned()];
         head.extend(self.offsets.recheck_sql(&flush.ranges));
+        head.extend(ddl.iter().cloned());
         let mut tail = Vec::new();
         if let (true, Some(dl)) = (dead_letters, &self.dead_letters) {
             tail.push(dl.insert_sql());
@@ -574,7 +577,12 @@ impl DuckLakeSink {
             )
         });
         let insert = self.insert_sql(rows, select.as_deref());
-        let mut committed = self.commit(flush, insert.into_iter().collect(), dl_stream.is_some());
+        let mut committed = self.commit(
+            flush,
+            &[],
+            insert.into_iter().collect(),
+            dl_stream.is_some(),
+        );
         let mut stream = stream;
         let mut dl_stream = dl_stream;
         if matches!(&committed, Err(e) if !dual.companions.is_empty() && dual_write::is_overflow(&e.message))
@@ -602,7 +610,12 @@ impl DuckLakeSink {
                 Vec::new(),
             );
             let insert = self.insert_sql(rows, Some(&plain));
-            committed = self.commit(flush, insert.into_iter().collect(), dl_stream.is_some());
+            committed = self.commit(
+                flush,
+                &[],
+                insert.into_iter().collect(),
+                dl_stream.is_some(),
+            );
         }
         if committed.is_ok() {
             self.metrics.variant_values_coerced.inc_by(dual.coerced);

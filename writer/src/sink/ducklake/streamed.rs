@@ -66,7 +66,7 @@ pub struct Streamed {
     /// they are never deleted.
     maybe_in_lake: bool,
     /// Columns the files hold that the table does not have yet: added in
-    /// one catalog commit before the files are registered.
+    /// the transaction that registers the files.
     pending: NewColumns,
 }
 
@@ -90,10 +90,6 @@ impl NewColumns {
 
     fn len(&self) -> usize {
         self.columns.len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.columns.is_empty()
     }
 
     fn clear(&mut self) {
@@ -479,7 +475,7 @@ impl DuckLakeSink {
             }
             return Ok(receipt);
         }
-        self.add_pending(st)?;
+        let columns = self.pending_columns(st)?;
         let spool = st.spool.as_ref().expect("spooled");
         let found: Vec<DeadLetter> = st
             .dead_letters
@@ -500,7 +496,7 @@ impl DuckLakeSink {
                 )
             })
             .collect();
-        let committed = self.commit(flush, calls, dl_stream.is_some());
+        let committed = self.commit(flush, &columns.ddl, calls, dl_stream.is_some());
         st.maybe_in_lake |= self.commit_sent;
         if dl_stream.is_some() {
             let session = self.session.as_ref().expect("session open");
@@ -523,6 +519,10 @@ impl DuckLakeSink {
                 e
             }
         })?;
+        if let Some(live) = self.live.as_mut() {
+            table::assume(live, &columns.schema, &columns.evo);
+        }
+        self.columns_added(&columns.evo);
         self.count_names(&st.unsafe_names, st.rows_with_unsafe, &st.reserved_names);
         self.count_over_limit(&st.over_limit);
         self.count_unconverted(&st.unconverted);
@@ -542,14 +542,13 @@ impl DuckLakeSink {
         }))
     }
 
-    /// Adds the columns the files hold and the table lacks, in one catalog
-    /// commit. If the table meanwhile got one of them with another type,
-    /// or reached MILLPOND_MAX_COLUMNS, the files cannot be registered.
-    fn add_pending(&mut self, st: &Streamed) -> Result<(), SinkError> {
-        // A table not created yet is created from these columns.
-        if st.pending.is_empty() && self.live.as_ref().is_some_and(|l| !l.is_empty()) {
-            return Ok(());
-        }
+    /// The columns the files hold and the table lacks: the DDL that adds
+    /// them inside the write transaction (where `ducklake_add_data_files`
+    /// already sees them, and a rollback undoes both), and what it adds.
+    /// A table not created yet is created here, in its own commit, from
+    /// these columns. If the table has one of them with another type, or
+    /// reached MILLPOND_MAX_COLUMNS, the files cannot be registered.
+    fn pending_columns(&mut self, st: &Streamed) -> Result<ColumnChanges, SinkError> {
         let fields: Vec<arrow::datatypes::Field> = st
             .pending
             .columns
@@ -560,26 +559,53 @@ impl DuckLakeSink {
             })
             .collect();
         let schema = arrow::datatypes::Schema::new(fields);
+        if let Some(live) = self.live.as_ref().filter(|l| !l.is_empty()) {
+            let (ddl, evo) = table::plan(live, &self.cfg, &schema);
+            files_can_take(&evo)?;
+            return Ok(ColumnChanges { ddl, schema, evo });
+        }
         let conn = &self.session.as_ref().expect("session open").conn;
         let evo = table::ensure(conn, &self.cfg, &mut self.live, &schema)?;
+        self.columns_added(&evo);
+        files_can_take(&evo)?;
+        Ok(ColumnChanges {
+            ddl: Vec::new(),
+            schema: arrow::datatypes::Schema::empty(),
+            evo: table::Evolution::default(),
+        })
+    }
+
+    fn columns_added(&self, evo: &table::Evolution) {
         for c in &evo.added {
             tracing::info!(column = %c, "column added");
         }
         self.metrics
             .schema_columns_added
             .inc_by(evo.added.len() as u64);
-        if let Some((col, live, _)) = evo.refused.first() {
-            return Err(resend_whole(&format!(
-                "column {col} became {live} in the table meanwhile"
-            )));
-        }
-        if let Some(col) = evo.over_limit.first() {
-            return Err(resend_whole(&format!(
-                "the table reached MILLPOND_MAX_COLUMNS before {col} could be added"
-            )));
-        }
-        Ok(())
     }
+}
+
+/// Refuses the files when the table has one of their columns with another
+/// type, or has no room left for one of them.
+fn files_can_take(evo: &table::Evolution) -> Result<(), SinkError> {
+    if let Some((col, live, _)) = evo.refused.first() {
+        return Err(resend_whole(&format!(
+            "column {col} became {live} in the table meanwhile"
+        )));
+    }
+    if let Some(col) = evo.over_limit.first() {
+        return Err(resend_whole(&format!(
+            "the table reached MILLPOND_MAX_COLUMNS before {col} could be added"
+        )));
+    }
+    Ok(())
+}
+
+/// Columns a flush's files bring, added in its write transaction.
+struct ColumnChanges {
+    ddl: Vec<String>,
+    schema: arrow::datatypes::Schema,
+    evo: table::Evolution,
 }
 
 /// How one prepared batch meets the table and the columns this flush

@@ -60,6 +60,57 @@ fn duck_err(cfg: &DuckLakeConfig, e: duckdb::Error) -> SinkError {
     classify(scrub(&cfg.lake, &e.to_string()))
 }
 
+/// What the table, whose columns are `cols`, needs for `schema`: the DDL
+/// that adds its new columns (at most MILLPOND_MAX_COLUMNS payload columns;
+/// the rest are `over_limit`) and widens the ones it widens, and the
+/// columns whose values must be converted to the table's type (`refused`).
+pub fn plan(cols: &LiveColumns, cfg: &DuckLakeConfig, schema: &Schema) -> (Vec<String>, Evolution) {
+    let table = cfg.sql_table();
+    let mut evo = Evolution::default();
+    let mut ddl = Vec::new();
+    // Payload columns the table may still grow by (_inserted_at is ours).
+    let mut room = cfg
+        .max_columns
+        .saturating_sub(cols.keys().filter(|c| c.as_str() != "_inserted_at").count());
+    for f in schema.fields() {
+        let lower = f.name().to_ascii_lowercase();
+        let batch_type = duck_type(f.data_type());
+        match cols.get(&lower) {
+            None if room == 0 => evo.over_limit.push(f.name().clone()),
+            None => {
+                room -= 1;
+                ddl.push(format!(
+                    "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {} {batch_type}",
+                    ident(f.name())
+                ));
+                evo.added.push(f.name().clone());
+            }
+            Some(live_type) if *live_type == batch_type => {}
+            Some(live_type) if is_widening(live_type, &batch_type) => {
+                ddl.push(format!(
+                    "ALTER TABLE {table} ALTER COLUMN {} SET DATA TYPE {batch_type}",
+                    ident(f.name())
+                ));
+                evo.widened.push(f.name().clone());
+            }
+            Some(live_type) => {
+                evo.refused
+                    .push((f.name().clone(), live_type.clone(), batch_type));
+            }
+        }
+    }
+    (ddl, evo)
+}
+
+/// Records in `cols` what `plan`'s DDL did, once it is committed.
+pub fn assume(cols: &mut LiveColumns, schema: &Schema, evo: &Evolution) {
+    for f in schema.fields() {
+        if evo.added.contains(f.name()) || evo.widened.contains(f.name()) {
+            cols.insert(f.name().to_ascii_lowercase(), duck_type(f.data_type()));
+        }
+    }
+}
+
 /// Makes the table exist with every column of `schema` (already projected
 /// to safe, non-reserved names). Races with other writers are absorbed by
 /// re-reading the catalog.
@@ -127,38 +178,14 @@ pub fn ensure(
             tracing::info!(partition_by = %p, "table partitioning applied");
         }
     }
-    // Every change this batch needs, in one catalog commit: other writers'
-    // inserts conflict with DDL, so one commit per flush, not per column.
+    // Every change this batch needs, in one catalog commit: each commit
+    // that alters the table fails other writers' inserts in flight, so one
+    // per flush, not per column.
     let cols = live.as_mut().expect("loaded above");
-    let mut ddl = Vec::new();
-    // Payload columns the table may still grow by (_inserted_at is ours).
-    let mut room = cfg
-        .max_columns
-        .saturating_sub(cols.keys().filter(|c| c.as_str() != "_inserted_at").count());
-    for f in schema.fields() {
-        let lower = f.name().to_ascii_lowercase();
-        let batch_type = duck_type(f.data_type());
-        match cols.get(&lower) {
-            None if room == 0 => evo.over_limit.push(f.name().clone()),
-            None => {
-                room -= 1;
-                ddl.push(format!(
-                    "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {} {batch_type}",
-                    ident(f.name())
-                ));
-                evo.added.push(f.name().clone());
-            }
-            Some(live_type) if *live_type == batch_type => {}
-            Some(live_type) if is_widening(live_type, &batch_type) => {
-                ddl.push(format!(
-                    "ALTER TABLE {table} ALTER COLUMN {} SET DATA TYPE {batch_type}",
-                    ident(f.name())
-                ));
-                evo.widened.push(f.name().clone());
-            }
-            Some(_) => {}
-        }
-    }
+    let (ddl, planned) = plan(cols, cfg, schema);
+    evo.added = planned.added;
+    evo.widened = planned.widened;
+    evo.over_limit = planned.over_limit;
     if !ddl.is_empty() {
         let sql = format!("BEGIN TRANSACTION;\n{};\nCOMMIT", ddl.join(";\n"));
         if let Err(e) = exec(conn, cfg, &sql) {
