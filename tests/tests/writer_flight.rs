@@ -1274,6 +1274,74 @@ async fn files_the_lake_refuses_at_the_commit_are_asked_for_whole() {
     );
 }
 
+/// A column another writer added, with another type, while a streamed
+/// flush was being written to files: its files are refused in the write
+/// transaction (the flush's `ADD COLUMN IF NOT EXISTS` does nothing), so
+/// nothing of it lands, the files are deleted, and the flush sent whole
+/// lands with the values the table's type cannot hold as dead letters.
+async fn a_column_added_meanwhile_with_another_type_refuses_the_files() {
+    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    put(
+        &mut c,
+        &descriptor("f0", vec![r(0, 0, 9)], 10),
+        vec![long_rows(0, 10)],
+    )
+    .await
+    .unwrap();
+    let with_extra = |start: i64| {
+        let extra: Vec<String> = (start..start + 100).map(|i| format!("e{i}")).collect();
+        plus(
+            long_rows(start, 100),
+            "extra",
+            Arc::new(StringArray::from(extra)),
+        )
+    };
+    let deadline = std::time::Duration::from_secs(60);
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let mut stream = sender.open("x1", &with_extra(10), deadline).await.unwrap();
+    stream.push(&with_extra(110), deadline).await.unwrap();
+    // Time for the batches to reach their file before the table changes.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    lake.admin()
+        .execute_batch("ALTER TABLE lake.main.events ADD COLUMN extra BIGINT")
+        .unwrap();
+    let d = descriptor("x1", vec![r(0, 10, 209)], 200);
+    asked_for_whole(stream.finish(&d, deadline).await);
+    let mut c = client(&writer.addr).await;
+    assert_eq!(recorded(&mut c, "events").await, vec![r(0, 0, 9)]);
+    let ack = put(&mut c, &d, vec![with_extra(10), with_extra(110)])
+        .await
+        .unwrap();
+    assert_eq!(
+        (ack.rows_written, ack.dead_letters_written, ack.outcome()),
+        (200, 200, AckOutcome::Written)
+    );
+    writer.stop();
+    assert_eq!(
+        lake.query("SELECT count(*), count(DISTINCT seq), count(extra) FROM lake.main.events"),
+        ["210|210|0"]
+    );
+    assert_eq!(
+        lake.query(
+            "SELECT reason, column_name, count(*) FROM lake.main.events_dead_letters GROUP BY ALL"
+        ),
+        ["type_mismatch|extra|200"]
+    );
+    let writers = lake.data_file_writers();
+    assert!(
+        writers.iter().all(|w| w.starts_with("DuckDB")),
+        "only inserted flushes landed: {writers:?}"
+    );
+    let on_disk = lake
+        .storage_files()
+        .into_keys()
+        .filter(|f| f.contains("/main/events/"))
+        .count();
+    assert_eq!(on_disk, writers.len(), "the refused files were deleted");
+}
+
 /// A second stream of the same flush id replaces the first: the first is
 /// refused (retryably) from then on, and only the second's rows land.
 async fn a_second_stream_of_a_flush_replaces_the_first() {
@@ -1323,6 +1391,11 @@ mod streamed_to_files {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn follow_the_lake_compression() {
         super::streamed_files_follow_the_lake_compression().await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_column_added_meanwhile_with_another_type() {
+        super::a_column_added_meanwhile_with_another_type_refuses_the_files().await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

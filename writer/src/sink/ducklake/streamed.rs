@@ -295,7 +295,7 @@ impl DuckLakeSink {
     /// Reads the table's columns once per session, through `table::ensure`
     /// so the session's table settings are applied, when the table exists;
     /// otherwise `live` is empty, and the flush's columns create the table
-    /// at the trailer (`add_pending`).
+    /// at the trailer (`pending_columns`).
     fn open_table(&mut self) -> Result<(), SinkError> {
         self.session()?;
         if self.live.is_some() {
@@ -559,9 +559,16 @@ impl DuckLakeSink {
             })
             .collect();
         let schema = arrow::datatypes::Schema::new(fields);
+        // After a failed attempt the columns are read again here.
+        self.open_table()?;
         if let Some(live) = self.live.as_ref().filter(|l| !l.is_empty()) {
             let (ddl, evo) = table::plan(live, &self.cfg, &schema);
             files_can_take(&evo)?;
+            if let Some(col) = evo.widened.first() {
+                return Err(resend_whole(&format!(
+                    "column {col} is narrower in the table than in the files: widening it is DuckDB's insert's work"
+                )));
+            }
             return Ok(ColumnChanges { ddl, schema, evo });
         }
         let conn = &self.session.as_ref().expect("session open").conn;
