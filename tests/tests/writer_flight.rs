@@ -861,6 +861,32 @@ fn long_rows(start: i64, n: usize) -> RecordBatch {
 }
 
 /// `batch` with one more column.
+/// `long_rows` plus a text column `extra`: `e{seq}`.
+fn long_rows_with_extra(start: i64, n: usize) -> RecordBatch {
+    let extra: Vec<String> = (start..start + n as i64).map(|i| format!("e{i}")).collect();
+    plus(
+        long_rows(start, n),
+        "extra",
+        Arc::new(StringArray::from(extra)),
+    )
+}
+
+/// A lake whose streamed flushes go to files from their first byte, its
+/// writer, and the table, created by a flush of rows 0..10 (`f0`).
+async fn files_from_the_first_byte() -> (Lake, Writer) {
+    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    put(
+        &mut c,
+        &descriptor("f0", vec![r(0, 0, 9)], 10),
+        vec![long_rows(0, 10)],
+    )
+    .await
+    .unwrap();
+    (lake, writer)
+}
+
 fn plus(b: RecordBatch, name: &str, col: arrow::array::ArrayRef) -> RecordBatch {
     let mut fields: Vec<Field> = b
         .schema()
@@ -883,6 +909,21 @@ fn asked_for_whole(finished: Result<millpond_proto::FlushAck, millpond_ingest::f
         }
         other => panic!("expected a retryable refusal, got {other:?}"),
     }
+}
+
+/// Gives a stream's batches time to reach their file, changes the table
+/// with `sql` meanwhile, and expects the stream's end to ask for the flush
+/// whole.
+async fn finish_after_the_table_changes(
+    stream: millpond_ingest::flight::FlushStream,
+    lake: &Lake,
+    sql: &str,
+    d: &millpond_proto::FlushDescriptor,
+) {
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    lake.admin().execute_batch(sql).unwrap();
+    let deadline = std::time::Duration::from_secs(60);
+    asked_for_whole(stream.finish(d, deadline).await);
 }
 
 /// Streams `flushes` large flushes of 50,000 rows each and returns the
@@ -918,14 +959,7 @@ async fn new_columns_come_with_their_files_in_one_snapshot() {
     // The first flush creates the table.
     assert_eq!(stream_large(&writer, 0, 1).await, 50_000);
     let deadline = std::time::Duration::from_secs(60);
-    let with_extra = |start: i64| {
-        let extra: Vec<String> = (start..start + 10_000).map(|i| format!("e{i}")).collect();
-        plus(
-            long_rows(start, 10_000),
-            "extra",
-            Arc::new(StringArray::from(extra)),
-        )
-    };
+    let with_extra = |start: i64| long_rows_with_extra(start, 10_000);
     let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
     let mut stream = sender
         .open("l1", &with_extra(50_000), deadline)
@@ -1033,14 +1067,9 @@ async fn a_large_streamed_flush_lands_through_files() {
             .unwrap();
     }
     // A new column, and an unsafe key with two values.
-    let extra: Vec<String> = (40_000..50_000).map(|i| format!("e{i}")).collect();
     let weird: Vec<Option<&str>> = (0..10_000).map(|i| (i < 2).then_some("w")).collect();
     let fifth = plus(
-        plus(
-            long_rows(40_000, 10_000),
-            "extra",
-            Arc::new(StringArray::from(extra)),
-        ),
+        long_rows_with_extra(40_000, 10_000),
         "$weird",
         Arc::new(StringArray::from(weird)),
     );
@@ -1212,16 +1241,7 @@ async fn a_streamed_flush_the_files_cannot_take_is_asked_for_whole() {
 /// it lands. A table already partitioned when a flush starts its files is
 /// seen then: that flush is held and inserted.
 async fn files_the_lake_refuses_at_the_commit_are_asked_for_whole() {
-    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
-    let writer = Writer::start(&lake);
-    let mut c = client(&writer.addr).await;
-    put(
-        &mut c,
-        &descriptor("f0", vec![r(0, 0, 9)], 10),
-        vec![long_rows(0, 10)],
-    )
-    .await
-    .unwrap();
+    let (lake, writer) = files_from_the_first_byte().await;
     let deadline = std::time::Duration::from_secs(60);
     let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
     let mut stream = sender
@@ -1229,13 +1249,9 @@ async fn files_the_lake_refuses_at_the_commit_are_asked_for_whole() {
         .await
         .unwrap();
     stream.push(&long_rows(110, 100), deadline).await.unwrap();
-    // Time for the batches to reach their file before the table changes.
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    lake.admin()
-        .execute_batch("ALTER TABLE lake.main.events SET PARTITIONED BY (seq)")
-        .unwrap();
     let d = descriptor("p1", vec![r(0, 10, 209)], 200);
-    asked_for_whole(stream.finish(&d, deadline).await);
+    let sql = "ALTER TABLE lake.main.events SET PARTITIONED BY (seq)";
+    finish_after_the_table_changes(stream, &lake, sql, &d).await;
     let mut c = client(&writer.addr).await;
     let ack = put(&mut c, &d, vec![long_rows(10, 100), long_rows(110, 100)])
         .await
@@ -1280,35 +1296,15 @@ async fn files_the_lake_refuses_at_the_commit_are_asked_for_whole() {
 /// nothing of it lands, the files are deleted, and the flush sent whole
 /// lands with the values the table's type cannot hold as dead letters.
 async fn a_column_added_meanwhile_with_another_type_refuses_the_files() {
-    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
-    let writer = Writer::start(&lake);
-    let mut c = client(&writer.addr).await;
-    put(
-        &mut c,
-        &descriptor("f0", vec![r(0, 0, 9)], 10),
-        vec![long_rows(0, 10)],
-    )
-    .await
-    .unwrap();
-    let with_extra = |start: i64| {
-        let extra: Vec<String> = (start..start + 100).map(|i| format!("e{i}")).collect();
-        plus(
-            long_rows(start, 100),
-            "extra",
-            Arc::new(StringArray::from(extra)),
-        )
-    };
+    let (lake, writer) = files_from_the_first_byte().await;
+    let with_extra = |start: i64| long_rows_with_extra(start, 100);
     let deadline = std::time::Duration::from_secs(60);
     let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
     let mut stream = sender.open("x1", &with_extra(10), deadline).await.unwrap();
     stream.push(&with_extra(110), deadline).await.unwrap();
-    // Time for the batches to reach their file before the table changes.
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    lake.admin()
-        .execute_batch("ALTER TABLE lake.main.events ADD COLUMN extra BIGINT")
-        .unwrap();
     let d = descriptor("x1", vec![r(0, 10, 209)], 200);
-    asked_for_whole(stream.finish(&d, deadline).await);
+    let sql = "ALTER TABLE lake.main.events ADD COLUMN extra BIGINT";
+    finish_after_the_table_changes(stream, &lake, sql, &d).await;
     let mut c = client(&writer.addr).await;
     assert_eq!(recorded(&mut c, "events").await, vec![r(0, 0, 9)]);
     let ack = put(&mut c, &d, vec![with_extra(10), with_extra(110)])
