@@ -310,9 +310,8 @@ impl DuckLakeSink {
     /// One lake transaction: the offsets re-checked, `ddl` (the columns
     /// the rows need), `rows` (statements that add the flush's rows), the
     /// dead letters when their view is registered, the offset ranges
-    /// recorded. `self.commit_sent` says
-    /// whether COMMIT was issued (after which the outcome is unknown
-    /// until the offsets are read again).
+    /// recorded. `self.commit_sent` says whether COMMIT was issued (after
+    /// which the outcome is unknown until the offsets are read again).
     fn commit(
         &mut self,
         flush: &Flush,
