@@ -46,6 +46,45 @@ async fn kill9_between_commit_and_ack_then_resend_writes_once() {
     }
 }
 
+/// A writer skips reading the offsets before a flush that starts past what
+/// it last recorded. Another writer recording that range meanwhile (here
+/// without leases, as once a lease has run out) is caught by the write
+/// transaction's own re-check: the flush is acknowledged as recorded, and
+/// nothing lands twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_another_writer_recorded_since_the_last_read_lands_once() {
+    let lake = Lake::new(Backend::PostgresS3, "events");
+    let no_fence = ("DUCKLAKE_PARTITION_FENCE", "false");
+    let a = Writer::start_with(&lake, &[no_fence, ("POD_NAME", "millpond-a")]);
+    let b = Writer::start_with(&lake, &[no_fence, ("POD_NAME", "millpond-b")]);
+    let (mut ca, mut cb) = (client(&a.addr).await, client(&b.addr).await);
+    let first = descriptor("first", vec![r(0, 0, 99)], 100);
+    let ack = put(&mut ca, &first, vec![rows(0, 100)]).await.unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    let next = descriptor("next", vec![r(0, 100, 199)], 100);
+    let ack = put(&mut cb, &next, vec![rows(100, 100)]).await.unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+
+    // `a` knows 0..=99 as the last range: no read, straight to the write,
+    // whose re-check refuses it; the retry reads and finds it recorded.
+    let again = put(&mut ca, &next, vec![rows(100, 100)]).await.unwrap();
+    assert_eq!(again.outcome(), AckOutcome::AlreadyRecorded);
+    assert_eq!(again.rows_written, 0);
+    let contention = ("type", "ducklake_commit_contention");
+    assert_eq!(a.metric("millpond_errors_total", &[contention]), 1.0);
+    assert_eq!(
+        a.metric("millpond_flushes_already_recorded_total", &[]),
+        1.0
+    );
+    a.stop();
+    b.stop();
+    assert_eq!(lake.count(), 200);
+    assert_eq!(
+        lake.column_text("count(DISTINCT id)"),
+        vec![Some("200".into())]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_writers_append_to_one_postgres_table_concurrently() {
     let lake = Lake::new(Backend::PostgresS3, "events");

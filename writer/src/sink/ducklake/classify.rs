@@ -1,4 +1,6 @@
 //! Turning DuckDB errors into retry decisions.
+use super::connect::scrub;
+use super::lake_config::LakeConfig;
 use crate::sink::{SinkError, SinkErrorKind};
 
 /// Catalog commit contention: snapshot id races, conflicting DDL, and a
@@ -36,17 +38,23 @@ pub fn connection_lost(message: &str) -> bool {
     CONNECTION_LOST.iter().any(|p| message.contains(p))
 }
 
-pub fn classify(message: String) -> SinkError {
-    let kind = if CONTENTION.iter().any(|p| message.contains(p)) {
+/// An error of the lake's: classified on DuckDB's own message, kept with
+/// the lake's secrets masked. Masking first could hide a signature: a
+/// secret may contain one, or be a word of ours.
+pub fn lake_error(lake: &LakeConfig, raw: &str) -> SinkError {
+    SinkError::new(kind_of(raw), scrub(lake, raw))
+}
+
+fn kind_of(message: &str) -> SinkErrorKind {
+    if CONTENTION.iter().any(|p| message.contains(p)) {
         SinkErrorKind::Contention(crate::sink::SinkId::DuckLake)
-    } else if connection_lost(&message) {
+    } else if connection_lost(message) {
         SinkErrorKind::Transient
     } else if PERMANENT.iter().any(|p| message.contains(p)) {
         SinkErrorKind::Permanent
     } else {
         SinkErrorKind::Transient
-    };
-    SinkError::new(kind, message)
+    }
 }
 
 #[cfg(test)]
@@ -60,23 +68,49 @@ mod tests {
             "exceeded the maximum retry count",
             "TransactionContext Error: Transaction conflict: cannot add column",
         ] {
-            assert_eq!(classify(m.into()).kind, SinkErrorKind::Contention(crate::sink::SinkId::DuckLake), "{m}");
+            assert_eq!(kind_of(m), SinkErrorKind::Contention(crate::sink::SinkId::DuckLake), "{m}");
         }
         assert_eq!(
-            classify("Conversion Error: Could not convert string 'x' to INT64".into()).kind,
+            kind_of("Conversion Error: Could not convert string 'x' to INT64"),
             SinkErrorKind::Permanent
         );
         assert_eq!(
-            classify("IO Error: Connection refused".into()).kind,
+            kind_of("IO Error: Connection refused"),
             SinkErrorKind::Transient
         );
         assert_eq!(
-            classify(
-                "Binder Error: Failed to get data file list from DuckLake: Failed to prepare query (no result returned): no connection to the server".into()
-            )
-            .kind,
+            kind_of(
+                "Binder Error: Failed to get data file list from DuckLake: Failed to prepare query (no result returned): no connection to the server"
+            ),
             SinkErrorKind::Transient,
             "a dropped catalog connection is retried whatever class wraps it"
         );
+    }
+
+    /// The kind comes from DuckDB's own message, the text is masked: a
+    /// password that is a word of a signature neither leaks nor turns the
+    /// re-check's contention into a plain transient error.
+    #[test]
+    fn a_secret_inside_a_signature_is_masked_after_classifying() {
+        use millpond_shared::config::{Env, EnvReader};
+        let env = Env::from_pairs(vec![
+            ("DUCKLAKE_RDS_HOST", "db"),
+            ("DUCKLAKE_RDS_PASSWORD", "millpond"),
+            ("DUCKLAKE_DATA_PATH", "/lake/data/"),
+        ]);
+        let mut r = EnvReader::new(&env);
+        let lake = LakeConfig::parse(&mut r).unwrap();
+        r.finish().unwrap();
+        let raw = format!(
+            "Invalid Input Error: {}",
+            super::super::offsets::RECORDED_MEANWHILE
+        );
+        let e = lake_error(&lake, &raw);
+        assert_eq!(
+            e.kind,
+            SinkErrorKind::Contention(crate::sink::SinkId::DuckLake)
+        );
+        assert!(!e.message.contains("millpond"), "{}", e.message);
+        assert!(e.message.contains("recorded meanwhile"), "{}", e.message);
     }
 }

@@ -34,12 +34,12 @@ use millpond_proto::{AckOutcome, OffsetRange};
 use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason, WriterMetrics};
 use millpond_shared::retry::Ladder;
 
-use self::classify::classify;
+use self::classify::lake_error;
 use self::config::{DuckLakeConfig, OFFSETS_TABLE, RESERVED_COLUMNS};
 use self::dead_letters::DeadLetterTable;
 use self::dual_write::DualWrite;
 use self::fence::Fence;
-use self::offsets::{coverage, Coverage, OffsetsTable};
+use self::offsets::{coverage, Coverage, KnownOffsets, OffsetsTable};
 use self::table::LiveColumns;
 use super::prepare::{prepare, NameCase, Prepared};
 use super::{Durable, Flush, Receipt, Sink, SinkError};
@@ -56,6 +56,9 @@ pub struct DuckLakeSink {
     session: Option<Session>,
     live: Option<LiveColumns>,
     offsets: OffsetsTable,
+    /// What the offsets table held when last read or written: spares the
+    /// read before most flushes.
+    known: KnownOffsets,
     dead_letters: Option<DeadLetterTable>,
     offsets_ready: bool,
     flushes: u64,
@@ -117,6 +120,7 @@ impl DuckLakeSink {
             session: None,
             live: None,
             offsets,
+            known: KnownOffsets::default(),
             dead_letters,
             offsets_ready: false,
             flushes: 0,
@@ -189,7 +193,7 @@ impl DuckLakeSink {
     }
 
     fn err(&self, e: duckdb::Error) -> SinkError {
-        classify(connect::scrub(&self.cfg.lake, &e.to_string()))
+        lake_error(&self.cfg.lake, &e.to_string())
     }
 
     /// Registers the prepared batches as the Arrow scan view SCAN. No
@@ -205,7 +209,7 @@ impl DuckLakeSink {
         let session = self.session.as_ref().expect("session open");
         let stream = session
             .register_arrow(SCAN, p.schema.clone(), batches)
-            .map_err(|e| classify(connect::scrub(&self.cfg.lake, &e)))?;
+            .map_err(|e| lake_error(&self.cfg.lake, &e))?;
         // Stays boxed: DuckDB holds a pointer to it until the view is dropped.
         Ok((rows, stream))
     }
@@ -225,7 +229,7 @@ impl DuckLakeSink {
         let session = self.session.as_ref().expect("session open");
         let stream = session
             .register_arrow(dead_letters::SCAN, schema, vec![batch])
-            .map_err(|e| classify(connect::scrub(&self.cfg.lake, &e)))?;
+            .map_err(|e| lake_error(&self.cfg.lake, &e))?;
         Ok(Some(stream))
     }
 
@@ -360,8 +364,11 @@ impl DuckLakeSink {
         }
         if let Err(e) = result {
             let _ = session.execute_raw("ROLLBACK");
-            return Err(classify(connect::scrub(&self.cfg.lake, &e)));
+            // The outcome may be unknown: read the offsets again next time.
+            self.known.forget();
+            return Err(lake_error(&self.cfg.lake, &e));
         }
+        self.known.committed(&flush.ranges);
         let snapshot = session
             .conn
             .query_row("SELECT id FROM lake.current_snapshot()", [], |r| {
@@ -414,18 +421,25 @@ fn insert_projection(
 impl DuckLakeSink {
     /// `Some` when the lake already holds the flush's ranges (a resend):
     /// the receipt that acknowledges it without writing. A flush that
-    /// overlaps recorded ranges without matching them is refused.
+    /// overlaps recorded ranges without matching them is refused. The
+    /// offsets table is read only when some range does not start past what
+    /// this writer knows was recorded (`KnownOffsets`).
     fn already_recorded(&mut self, flush: &Flush) -> Result<Option<Durable<Receipt>>, SinkError> {
         self.session()?;
         self.ensure_offsets_table()?;
-        let mut topics: Vec<&str> = flush.ranges.iter().map(|r| r.topic.as_str()).collect();
-        topics.sort_unstable();
-        topics.dedup();
-        let mut recorded = Vec::new();
-        for topic in topics {
-            recorded.extend(self.recorded_offsets(topic)?);
-        }
-        match coverage(&flush.ranges, &recorded) {
+        let seen = if self.known.all_new(&flush.ranges) {
+            Coverage::New
+        } else {
+            let mut topics: Vec<&str> = flush.ranges.iter().map(|r| r.topic.as_str()).collect();
+            topics.sort_unstable();
+            topics.dedup();
+            let mut recorded = Vec::new();
+            for topic in topics {
+                recorded.extend(self.recorded_offsets(topic)?);
+            }
+            coverage(&flush.ranges, &recorded)
+        };
+        match seen {
             Coverage::AlreadyRecorded => {
                 self.metrics.flushes_already_recorded.inc();
                 tracing::info!(flush_id = %flush.id, "flush already recorded in the lake; acknowledging without writing");
@@ -445,7 +459,11 @@ impl DuckLakeSink {
             Coverage::New => {
                 if self.cfg.partition_fence {
                     let conn = &self.session.as_ref().expect("session open").conn;
-                    self.fence.hold(conn, &self.cfg, &flush.ranges)?;
+                    if let Err(e) = self.fence.hold(conn, &self.cfg, &flush.ranges) {
+                        // Another writer may record these partitions now.
+                        self.known.forget();
+                        return Err(e);
+                    }
                 }
                 Ok(None)
             }
@@ -539,13 +557,13 @@ impl DuckLakeSink {
                 }
             }
             let done = to_live::to_live(conn, &mut prepared, &evo.refused, &flush.ranges)
-                .map_err(|e| classify(connect::scrub(&self.cfg.lake, &e)))?;
+                .map_err(|e| lake_error(&self.cfg.lake, &e))?;
             self.count_unconverted(&done.failed);
             cast = done.cast_in_sql;
             if !self.cfg.variant_columns.is_empty() {
                 let live = self.live.as_mut().expect("read by ensure");
                 dual = dual_write::companions(conn, &self.cfg, live, &mut prepared)
-                    .map_err(|e| classify(connect::scrub(&self.cfg.lake, &e)))?;
+                    .map_err(|e| lake_error(&self.cfg.lake, &e))?;
                 for (source, why) in &dual.omitted {
                     tracing::warn!(column = %source, why = %why, "VARIANT companion not written for this source; its text column still lands");
                 }
@@ -684,6 +702,7 @@ impl Sink for DuckLakeSink {
         // connection may be dead, and another writer may have changed the
         // table; the next attempt reconnects and re-reads everything.
         self.live = None;
+        self.known.forget();
         self.offsets_ready = false;
         self.fence.reset();
         self.session = None;
@@ -693,7 +712,9 @@ impl Sink for DuckLakeSink {
         self.session()?;
         self.ensure_offsets_table()?;
         let conn = self.conn();
-        self.offsets.read(conn, topic).map_err(|e| self.err(e))
+        let found = self.offsets.read(conn, topic).map_err(|e| self.err(e))?;
+        self.known.read(topic, &found);
+        Ok(found)
     }
 
     fn retry_ladder(&self) -> Ladder {

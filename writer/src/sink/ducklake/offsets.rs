@@ -4,6 +4,8 @@
 //! an ordinary DuckLake table, so it survives snapshot expiry, and its rows
 //! are small enough to be inlined into the catalog. Readers take the highest
 //! range per partition; old rows are pruned now and then.
+use std::collections::{HashMap, HashSet};
+
 use duckdb::{params, Connection};
 use millpond_proto::OffsetRange;
 
@@ -112,6 +114,54 @@ impl OffsetsTable {
             t = self.name,
             target = literal(&self.target)
         )
+    }
+}
+
+/// The highest offset recorded per partition, as this writer last saw it:
+/// read from the lake, or committed itself. A flush that starts past it on
+/// every partition is new without reading the table again. That skip never
+/// lets a duplicate through: the write transaction's re-check refuses the
+/// flush if anything at or past its first offset was recorded meanwhile
+/// (another writer, a commit whose outcome was lost), and the retry after
+/// that, with this forgotten, reads the table.
+#[derive(Default)]
+pub struct KnownOffsets {
+    last: HashMap<(String, i32), i64>,
+    /// Topics read whole: a partition of theirs not in `last` had nothing
+    /// recorded.
+    read: HashSet<String>,
+}
+
+impl KnownOffsets {
+    /// Whether every range starts past what is known of its partition.
+    pub fn all_new(&self, ranges: &[OffsetRange]) -> bool {
+        ranges
+            .iter()
+            .all(|r| match self.last.get(&(r.topic.clone(), r.partition)) {
+                Some(last) => r.first > *last,
+                None => self.read.contains(&r.topic),
+            })
+    }
+
+    /// What a read of `topic` found: the highest range per partition.
+    pub fn read(&mut self, topic: &str, recorded: &[OffsetRange]) {
+        self.last.retain(|(t, _), _| t != topic);
+        for r in recorded {
+            self.last.insert((topic.to_owned(), r.partition), r.last);
+        }
+        self.read.insert(topic.to_owned());
+    }
+
+    /// `ranges` were committed by this writer.
+    pub fn committed(&mut self, ranges: &[OffsetRange]) {
+        for r in ranges {
+            self.last.insert((r.topic.clone(), r.partition), r.last);
+        }
+    }
+
+    pub fn forget(&mut self) {
+        self.last.clear();
+        self.read.clear();
     }
 }
 
@@ -240,5 +290,55 @@ mod tests {
             };
             proptest::prop_assert_eq!(got, model(&f, &rec), "flush {:?} recorded {:?}", f, rec);
         }
+
+        /// A read is spared only for a flush the read would find new.
+        #[test]
+        fn known_offsets_skip_only_new_flushes(
+            flush in proptest::collection::btree_map(0..4i32, (0..30i64, 0..10i64), 1..4),
+            recorded in proptest::collection::btree_map(0..4i32, (0..30i64, 0..10i64), 0..4),
+            committed in proptest::collection::btree_map(0..4i32, (0..30i64, 0..10i64), 0..4),
+        ) {
+            let to_ranges = |m: &std::collections::BTreeMap<i32, (i64, i64)>| -> Vec<OffsetRange> {
+                m.iter().map(|(p, (a, len))| r(*p, *a, a + len)).collect()
+            };
+            let (f, mut rec) = (to_ranges(&flush), to_ranges(&recorded));
+            let mut known = KnownOffsets::default();
+            known.read("t", &rec);
+            // Then this writer commits, and the lake holds that range last.
+            let mine = to_ranges(&committed);
+            known.committed(&mine);
+            rec.retain(|x| !mine.iter().any(|m| m.partition == x.partition));
+            rec.extend(mine);
+            if known.all_new(&f) {
+                proptest::prop_assert_eq!(coverage(&f, &rec), Coverage::New, "flush {:?} recorded {:?}", f, rec);
+            }
+        }
+    }
+
+    #[test]
+    fn known_offsets_spare_a_read_only_past_what_was_recorded() {
+        let mut known = KnownOffsets::default();
+        assert!(!known.all_new(&[r(0, 0, 9)]), "nothing known: read");
+        known.read("t", &[r(0, 0, 9)]);
+        assert!(known.all_new(&[r(0, 10, 19)]));
+        assert!(
+            !known.all_new(&[r(0, 9, 19)]),
+            "overlaps the recorded range"
+        );
+        assert!(!known.all_new(&[r(0, 0, 9)]), "a resend is read");
+        assert!(
+            known.all_new(&[r(1, 0, 5)]),
+            "read with its topic: nothing recorded"
+        );
+        assert!(
+            !known.all_new(&[OffsetRange::new("u", 0, 10, 19)]),
+            "another topic"
+        );
+        known.committed(&[r(0, 10, 19)]);
+        assert!(!known.all_new(&[r(0, 10, 19)]), "its own resend");
+        assert!(known.all_new(&[r(0, 20, 29)]));
+        known.forget();
+        assert!(!known.all_new(&[r(0, 20, 29)]));
+        assert!(!known.all_new(&[r(1, 0, 5)]));
     }
 }

@@ -4,9 +4,8 @@ use std::collections::HashMap;
 use arrow::datatypes::Schema;
 use duckdb::{params, Connection};
 
-use super::classify::classify;
+use super::classify::lake_error;
 use super::config::DuckLakeConfig;
-use super::connect::scrub;
 use super::sql::{ident, literal};
 use super::types::{duck_type, is_widening, normalize};
 use crate::sink::SinkError;
@@ -57,7 +56,7 @@ fn exec(conn: &Connection, cfg: &DuckLakeConfig, sql: &str) -> Result<(), SinkEr
 }
 
 fn duck_err(cfg: &DuckLakeConfig, e: duckdb::Error) -> SinkError {
-    classify(scrub(&cfg.lake, &e.to_string()))
+    lake_error(&cfg.lake, &e.to_string())
 }
 
 /// What the table, whose columns are `cols`, needs for `schema`: the DDL
