@@ -331,6 +331,51 @@ async fn a_second_owner_of_a_partition_is_fenced() {
     );
 }
 
+/// Two writers claiming a partition that has no lease row yet, at the same
+/// moment (both claims held open): one wins, the other is refused, and the
+/// rows land once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_first_claims_of_a_new_partition_have_one_winner() {
+    let lake = Lake::new(Backend::PostgresS3, "events");
+    let pause = ("MILLPOND_FAILPOINT", "pause_in_claim:1500");
+    let writers = [
+        Writer::start_with(&lake, &[pause, ("POD_NAME", "millpond-x")]),
+        Writer::start_with(&lake, &[pause, ("POD_NAME", "millpond-y")]),
+    ];
+    let same = descriptor("same-range", vec![r(0, 0, 299)], 300);
+    let puts: Vec<_> = writers
+        .iter()
+        .map(|w| {
+            let (addr, d) = (w.addr.clone(), same.clone());
+            tokio::spawn(async move {
+                let mut c = client(&addr).await;
+                put(&mut c, &d, vec![rows(0, 300)]).await
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for p in puts {
+        outcomes.push(p.await.unwrap());
+    }
+    let won = outcomes.iter().filter(|o| o.is_ok()).count();
+    assert_eq!(won, 1, "{outcomes:?}");
+    let refused = outcomes.iter().find_map(|o| o.as_ref().err()).unwrap();
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    let leased: f64 = writers
+        .iter()
+        .map(|w| w.metric("millpond_errors_total", &[("type", "partition_leased")]))
+        .sum();
+    assert_eq!(leased, 1.0);
+    for w in writers {
+        w.stop();
+    }
+    assert_eq!(lake.count(), 300);
+    assert_eq!(
+        lake.column_text("count(DISTINCT id)"),
+        vec![Some("300".into())]
+    );
+}
+
 /// Another writer added `v BIGINT` while this one knew no `v`: its own
 /// `ADD COLUMN IF NOT EXISTS v VARCHAR` is a no-op, and the text it then
 /// carries must not wedge the partition. The row lands, the value that is

@@ -48,7 +48,8 @@ pub struct WriterConfig {
     /// Test hook (MILLPOND_FAILPOINT): `kill_after_commit` makes the process
     /// abort itself (like a SIGKILL) after the lake commit and before the acknowledgement;
     /// `pause_before_commit:<ms>` holds each write transaction open that long
-    /// before COMMIT (to race another writer).
+    /// before COMMIT, `pause_in_claim:<ms>` each partition lease claim (to
+    /// race another writer).
     pub failpoint: Option<String>,
     /// After SIGTERM, the longest the writer keeps serving its ingest's
     /// final flush (MILLPOND_WRITER_SHUTDOWN_GRACE_S, default 60).

@@ -26,13 +26,8 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
     let metrics = WriterMetrics::new(&registry);
     let health = Arc::new(WriterHealth::default());
-    let pause = cfg
-        .failpoint
-        .as_deref()
-        .and_then(|f| f.strip_prefix("pause_before_commit:"))
-        .and_then(|ms| ms.parse().ok())
-        .map(Duration::from_millis);
-    let sink = crate::sink::factory::connect(&cfg.sink, metrics.clone(), pause).await?;
+    let sink =
+        crate::sink::factory::connect(&cfg.sink, metrics.clone(), cfg.failpoint.clone()).await?;
     let sink: SharedSink = Arc::new(Mutex::new(sink));
 
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);

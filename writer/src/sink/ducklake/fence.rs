@@ -7,11 +7,16 @@
 //! partition's lease, a row of `<schema>._millpond_leases_<table>`
 //! (topic, kafka_partition, owner, expires_at) in the lake:
 //!
-//! * Claiming is a small transaction of its own: it takes the partitions
-//!   whose lease is this owner's or has expired, and gives up (rolls back,
-//!   retryable) when another owner's lease is still running. DuckLake
-//!   refuses the second of two concurrent claims on the table, which is then
-//!   retried: claims are serialised, and they are cheap.
+//! * A partition's row is created, unowned and expired, in a commit of its
+//!   own the first time a writer needs it. Claiming is then a small
+//!   transaction that only updates rows: it takes the partitions whose lease
+//!   is this owner's or has expired, and gives up (rolls back, retryable)
+//!   when another owner's lease is still running. DuckLake refuses the second
+//!   of two concurrent updates of the same rows, which is then retried:
+//!   claims are serialised, and they are cheap. (Concurrent inserts are not
+//!   refused: had the claim inserted a missing row and taken it at once, two
+//!   writers claiming a new partition together would both have won. Two
+//!   writers creating the same row leave two rows; a claim takes them all.)
 //! * A lease lasts `DUCKLAKE_PARTITION_LEASE_S`; a writer renews it only when
 //!   less than two thirds remain, so most flushes pay nothing, and it never
 //!   commits a write with less than a third left (it renews first). Another
@@ -26,7 +31,7 @@
 //! between its last check and its commit. The owner is the pod's name
 //! (`POD_NAME`, else `HOSTNAME`), so a writer restarted in the same pod takes
 //! its leases back at once; without either it is a random id per process.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use duckdb::Connection;
@@ -53,6 +58,11 @@ pub struct Fence {
     /// (measured from before the claim began: never later than the lake's).
     held: HashMap<(String, i32), Instant>,
     table_ready: bool,
+    /// Partitions whose lease row this writer saw or created.
+    rows: HashSet<(String, i32)>,
+    /// Test hook (MILLPOND_FAILPOINT=pause_in_claim:<ms>): hold each claim
+    /// open before its COMMIT, to race another writer's claim.
+    pub pause_in_claim: Option<Duration>,
 }
 
 /// `_millpond_leases_<table>`: one lease table per target table, so the
@@ -68,6 +78,8 @@ impl Fence {
             lease,
             held: HashMap::new(),
             table_ready: false,
+            rows: HashSet::new(),
+            pause_in_claim: None,
         }
     }
 
@@ -75,6 +87,7 @@ impl Fence {
     /// valid in the lake and are renewed by the next claim.
     pub fn reset(&mut self) {
         self.table_ready = false;
+        self.rows.clear();
     }
 
     fn remaining(&self, r: &OffsetRange, now: Instant) -> Duration {
@@ -104,6 +117,7 @@ impl Fence {
         self.ensure_table(conn, cfg)?;
         let mut failed = 0;
         loop {
+            self.ensure_rows(conn, cfg, ranges)?;
             let started = Instant::now();
             match self.claim(conn, cfg, ranges) {
                 Ok(()) => {
@@ -115,6 +129,8 @@ impl Fence {
                 }
                 Err(e) if e.is_contention() => match CLAIM.delay(failed, None) {
                     Some(d) => {
+                        // A row may be gone (deleted by hand): create it again.
+                        self.rows.clear();
                         std::thread::sleep(d);
                         failed += 1;
                     }
@@ -125,8 +141,43 @@ impl Fence {
         }
     }
 
-    /// One claim transaction: the partitions' rows created when missing,
-    /// then taken where this owner holds them or their lease has ended.
+    /// Creates, in its own commit, the rows of the partitions in `ranges`
+    /// that have none yet (unowned, expired), so that claims only update.
+    fn ensure_rows(
+        &mut self,
+        conn: &Connection,
+        cfg: &DuckLakeConfig,
+        ranges: &[OffsetRange],
+    ) -> Result<(), SinkError> {
+        let missing: Vec<&OffsetRange> = ranges
+            .iter()
+            .filter(|r| !self.rows.contains(&(r.topic.clone(), r.partition)))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let table = cfg.sql_name(&table_name(&cfg.table));
+        let mut topics: Vec<&str> = missing.iter().map(|r| r.topic.as_str()).collect();
+        topics.sort_unstable();
+        topics.dedup();
+        for topic in topics {
+            let parts = partitions(ranges, topic);
+            conn.execute_batch(&format!(
+                "INSERT INTO {table} SELECT {t}, p, '', TIMESTAMPTZ '1970-01-01 00:00:00+00' \
+                 FROM unnest([{parts}]) AS u(p) \
+                 WHERE p NOT IN (SELECT kafka_partition FROM {table} WHERE topic = {t})",
+                t = literal(topic),
+            ))
+            .map_err(|e| SinkError::transient(format!("creating partition lease rows: {e}")))?;
+        }
+        for r in ranges {
+            self.rows.insert((r.topic.clone(), r.partition));
+        }
+        Ok(())
+    }
+
+    /// One claim transaction: the partitions' rows taken where this owner
+    /// holds them or their lease has ended.
     fn claim(
         &self,
         conn: &Connection,
@@ -141,12 +192,6 @@ impl Fence {
         for topic in &topics {
             let parts = partitions(ranges, topic);
             sql.push(format!(
-                "INSERT INTO {table} SELECT {t}, p, '', TIMESTAMPTZ '1970-01-01 00:00:00+00' \
-                 FROM unnest([{parts}]) AS u(p) \
-                 WHERE p NOT IN (SELECT kafka_partition FROM {table} WHERE topic = {t})",
-                t = literal(topic),
-            ));
-            sql.push(format!(
                 "UPDATE {table} SET owner = {owner}, expires_at = now() + INTERVAL {secs} SECOND \
                  WHERE topic = {t} AND kafka_partition IN ({parts}) \
                  AND (owner = {owner} OR expires_at < now())",
@@ -156,8 +201,10 @@ impl Fence {
             ));
         }
         let run = conn.execute_batch(&sql.join(";\n")).and_then(|()| {
-            // Anyone else's running lease on these partitions?
+            // Anyone else's running lease on these partitions? And did this
+            // claim take a row of every one?
             let mut others = Vec::new();
+            let mut rowless = false;
             for topic in &topics {
                 let mut stmt = conn.prepare(&format!(
                     "SELECT kafka_partition, owner, expires_at::VARCHAR FROM {table} \
@@ -175,8 +222,23 @@ impl Fence {
                 for r in rows {
                     others.push(r?);
                 }
+                let want: HashSet<i32> = ranges
+                    .iter()
+                    .filter(|r| r.topic == *topic)
+                    .map(|r| r.partition)
+                    .collect();
+                let mine: i64 = conn.query_row(
+                    &format!(
+                        "SELECT count(DISTINCT kafka_partition) FROM {table} \
+                         WHERE topic = ? AND kafka_partition IN ({}) AND owner = ?",
+                        partitions(ranges, topic)
+                    ),
+                    duckdb::params![topic, self.owner],
+                    |row| row.get(0),
+                )?;
+                rowless |= mine < want.len() as i64;
             }
-            Ok(others)
+            Ok((others, rowless))
         });
         let conflict = |e: &dyn std::fmt::Display| {
             let _ = conn.execute_batch("ROLLBACK");
@@ -185,7 +247,7 @@ impl Fence {
                 format!("claiming partition leases: {e}"),
             )
         };
-        let others = run.map_err(|e| conflict(&e))?;
+        let (others, rowless) = run.map_err(|e| conflict(&e))?;
         if !others.is_empty() {
             let _ = conn.execute_batch("ROLLBACK");
             return Err(SinkError::new(
@@ -195,6 +257,14 @@ impl Fence {
                     others.join("; ")
                 ),
             ));
+        }
+        if rowless {
+            // A row deleted meanwhile: retried, after creating it again.
+            return Err(conflict(&"a partition has no lease row"));
+        }
+        if let Some(pause) = self.pause_in_claim {
+            tracing::warn!(ms = pause.as_millis() as u64, "failpoint pause_in_claim");
+            std::thread::sleep(pause);
         }
         conn.execute_batch("COMMIT").map_err(|e| conflict(&e))
     }

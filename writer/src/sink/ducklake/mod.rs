@@ -144,9 +144,18 @@ impl DuckLakeSink {
         Ok(sink)
     }
 
-    /// Installs the `pause_before_commit` test hook.
-    pub fn with_pause_before_commit(mut self, pause: Option<std::time::Duration>) -> Self {
-        self.pause_before_commit = pause;
+    /// Installs the DuckLake test hooks MILLPOND_FAILPOINT may name:
+    /// `pause_before_commit:<ms>` (each write transaction) and
+    /// `pause_in_claim:<ms>` (each lease claim).
+    pub fn with_failpoint(mut self, failpoint: Option<&str>) -> Self {
+        let pause = |prefix: &str| {
+            failpoint
+                .and_then(|f| f.strip_prefix(prefix))
+                .and_then(|ms| ms.parse().ok())
+                .map(std::time::Duration::from_millis)
+        };
+        self.pause_before_commit = pause("pause_before_commit:");
+        self.fence.pause_in_claim = pause("pause_in_claim:");
         self
     }
 
