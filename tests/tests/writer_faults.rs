@@ -331,6 +331,35 @@ async fn a_second_owner_of_a_partition_is_fenced() {
     );
 }
 
+/// A writer whose lease ran out, and whose partition another writer took
+/// and wrote meanwhile, reads the offsets again when it takes the partition
+/// back: the other writer's range is acknowledged as recorded at once, not
+/// first refused by the write transaction's re-check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_taken_back_is_read_again() {
+    let lake = Lake::new(Backend::PostgresS3, "events");
+    let lease = ("DUCKLAKE_PARTITION_LEASE_S", "3");
+    let a = Writer::start_with(&lake, &[lease, ("POD_NAME", "millpond-a")]);
+    let b = Writer::start_with(&lake, &[lease, ("POD_NAME", "millpond-b")]);
+    let (mut ca, mut cb) = (client(&a.addr).await, client(&b.addr).await);
+    let first = descriptor("first", vec![r(0, 0, 99)], 100);
+    let ack = put(&mut ca, &first, vec![rows(0, 100)]).await.unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    let next = descriptor("next", vec![r(0, 100, 199)], 100);
+    let ack = put(&mut cb, &next, vec![rows(100, 100)]).await.unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+
+    let again = put(&mut ca, &next, vec![rows(100, 100)]).await.unwrap();
+    assert_eq!(again.outcome(), AckOutcome::AlreadyRecorded);
+    let contention = ("type", "ducklake_commit_contention");
+    assert_eq!(a.metric("millpond_errors_total", &[contention]), 0.0);
+    a.stop();
+    b.stop();
+    assert_eq!(lake.count(), 200);
+}
+
 /// Two writers claiming a partition that has no lease row yet, at the same
 /// moment (both claims held open): one wins, the other is refused, and the
 /// rows land once.

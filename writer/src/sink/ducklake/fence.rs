@@ -13,7 +13,9 @@
 //!   is this owner's or has expired, and gives up (rolls back, retryable)
 //!   when another owner's lease is still running. DuckLake refuses the second
 //!   of two concurrent updates of the same rows, which is then retried:
-//!   claims are serialised, and they are cheap. (Concurrent inserts are not
+//!   claims are serialised, and they are cheap (probed on DuckLake 1.5.5
+//!   with a Postgres catalog; `two_first_claims_of_a_new_partition_have_one_winner`
+//!   checks it). (Concurrent inserts are not
 //!   refused: had the claim inserted a missing row and taken it at once, two
 //!   writers claiming a new partition together would both have won. Two
 //!   writers creating the same row leave two rows; a claim takes them all.)
@@ -39,7 +41,9 @@ use millpond_proto::OffsetRange;
 
 use millpond_shared::retry::Ladder;
 
+use super::classify::lake_error;
 use super::config::DuckLakeConfig;
+use super::connect::scrub;
 use super::sql::literal;
 use crate::sink::{SinkError, SinkErrorKind};
 
@@ -100,20 +104,23 @@ impl Fence {
     /// `ranges` for at least a third of the lease; claims or renews (in its
     /// own small transaction) when less than two thirds remain. Claims that
     /// collide with other writers' claims are retried here, briefly: they
-    /// are cheap and expected when pods start together.
+    /// are cheap and expected when pods start together. `true` when it took
+    /// a partition whose lease it did not hold (first claim, or one that
+    /// ran out): another writer may have written it meanwhile.
     pub fn hold(
         &mut self,
         conn: &Connection,
         cfg: &DuckLakeConfig,
         ranges: &[OffsetRange],
-    ) -> Result<(), SinkError> {
+    ) -> Result<bool, SinkError> {
         let now = Instant::now();
         if ranges
             .iter()
             .all(|r| self.remaining(r, now) > self.lease * 2 / 3)
         {
-            return Ok(());
+            return Ok(false);
         }
+        let taken = ranges.iter().any(|r| self.remaining(r, now).is_zero());
         self.ensure_table(conn, cfg)?;
         let mut failed = 0;
         loop {
@@ -125,7 +132,7 @@ impl Fence {
                         self.held
                             .insert((r.topic.clone(), r.partition), started + self.lease);
                     }
-                    return Ok(());
+                    return Ok(taken);
                 }
                 Err(e) if e.is_contention() => match CLAIM.delay(failed, None) {
                     Some(d) => {
@@ -168,7 +175,11 @@ impl Fence {
                  WHERE p NOT IN (SELECT kafka_partition FROM {table} WHERE topic = {t})",
                 t = literal(topic),
             ))
-            .map_err(|e| SinkError::transient(format!("creating partition lease rows: {e}")))?;
+            .map_err(|e| {
+                let mut e = lake_error(&cfg.lake, &e.to_string());
+                e.message = format!("creating partition lease rows: {}", e.message);
+                e
+            })?;
         }
         for r in ranges {
             self.rows.insert((r.topic.clone(), r.partition));
@@ -244,7 +255,10 @@ impl Fence {
             let _ = conn.execute_batch("ROLLBACK");
             SinkError::new(
                 SinkErrorKind::Contention(crate::sink::SinkId::DuckLake),
-                format!("claiming partition leases: {e}"),
+                format!(
+                    "claiming partition leases: {}",
+                    scrub(&cfg.lake, &e.to_string())
+                ),
             )
         };
         let (others, rowless) = run.map_err(|e| conflict(&e))?;
@@ -291,6 +305,7 @@ impl Fence {
         match conn.execute_batch(&sql) {
             Ok(()) => tracing::info!(partitions = self.held.len(), "partition leases released"),
             Err(e) => {
+                let e = scrub(&cfg.lake, &e.to_string());
                 tracing::warn!(error = %e, "releasing partition leases failed; they expire on their own")
             }
         }
@@ -310,7 +325,10 @@ impl Fence {
         if let Err(e) = conn.execute_batch(&create) {
             // Another writer may have created it at the same moment.
             conn.execute_batch(&format!("SELECT 1 FROM {table} LIMIT 0"))
-                .map_err(|_| SinkError::transient(format!("lease table {table}: {e}")))?;
+                .map_err(|_| {
+                    let e = scrub(&cfg.lake, &e.to_string());
+                    SinkError::transient(format!("lease table {table}: {e}"))
+                })?;
         }
         self.table_ready = true;
         Ok(())

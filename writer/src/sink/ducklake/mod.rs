@@ -436,7 +436,8 @@ impl DuckLakeSink {
     fn already_recorded(&mut self, flush: &Flush) -> Result<Option<Durable<Receipt>>, SinkError> {
         self.session()?;
         self.ensure_offsets_table()?;
-        let seen = if self.known.all_new(&flush.ranges) {
+        let skipped = self.known.all_new(&flush.ranges);
+        let seen = if skipped {
             Coverage::New
         } else {
             let mut topics: Vec<&str> = flush.ranges.iter().map(|r| r.topic.as_str()).collect();
@@ -468,10 +469,19 @@ impl DuckLakeSink {
             Coverage::New => {
                 if self.cfg.partition_fence {
                     let conn = &self.session.as_ref().expect("session open").conn;
-                    if let Err(e) = self.fence.hold(conn, &self.cfg, &flush.ranges) {
-                        // Another writer may record these partitions now.
-                        self.known.forget();
-                        return Err(e);
+                    match self.fence.hold(conn, &self.cfg, &flush.ranges) {
+                        Err(e) => {
+                            // Another writer may record these partitions now.
+                            self.known.forget();
+                            return Err(e);
+                        }
+                        // Taken over rather than renewed: another writer may
+                        // have recorded more since the offsets were known.
+                        Ok(true) if skipped => {
+                            self.known.forget();
+                            return self.already_recorded(flush);
+                        }
+                        Ok(_) => {}
                     }
                 }
                 Ok(None)

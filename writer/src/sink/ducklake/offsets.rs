@@ -119,11 +119,12 @@ impl OffsetsTable {
 
 /// The highest offset recorded per partition, as this writer last saw it:
 /// read from the lake, or committed itself. A flush that starts past it on
-/// every partition is new without reading the table again. That skip never
-/// lets a duplicate through: the write transaction's re-check refuses the
-/// flush if anything at or past its first offset was recorded meanwhile
-/// (another writer, a commit whose outcome was lost), and the retry after
-/// that, with this forgotten, reads the table.
+/// every partition is new without reading the table again. The skip lets
+/// nothing through that a read would have stopped: the write transaction's
+/// re-check refuses the flush if anything at or past its first offset was
+/// recorded meanwhile (another writer, a commit whose outcome was lost), and
+/// the retry after that, with this forgotten, reads the table. A partition
+/// whose lease was taken over rather than renewed is read again first.
 #[derive(Default)]
 pub struct KnownOffsets {
     last: HashMap<(String, i32), i64>,
