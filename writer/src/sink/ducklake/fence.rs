@@ -13,12 +13,13 @@
 //!   is this owner's or has expired, and gives up (rolls back, retryable)
 //!   when another owner's lease is still running. DuckLake refuses the second
 //!   of two concurrent updates of the same rows, which is then retried:
-//!   claims are serialised, and they are cheap (probed on DuckLake 1.5.5
-//!   with a Postgres catalog; `two_first_claims_of_a_new_partition_have_one_winner`
-//!   checks it). (Concurrent inserts are not
-//!   refused: had the claim inserted a missing row and taken it at once, two
-//!   writers claiming a new partition together would both have won. Two
-//!   writers creating the same row leave two rows; a claim takes them all.)
+//!   claims are serialised, and they are cheap. That was probed on DuckLake
+//!   1.5.5 with a Postgres catalog, and the test
+//!   `two_first_claims_of_a_new_partition_have_one_winner` checks it.
+//! * DuckLake does not refuse concurrent inserts. Had the claim inserted a
+//!   missing row and taken it at once, two writers claiming a new partition
+//!   together would both have won. Two writers creating the same row leave
+//!   two rows; a claim takes them all.
 //! * A lease lasts `DUCKLAKE_PARTITION_LEASE_S`; a writer renews it only when
 //!   less than two thirds remain, so most flushes pay nothing, and it never
 //!   commits a write with less than a third left (it renews first). Another
