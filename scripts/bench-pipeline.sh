@@ -11,7 +11,9 @@
 # BENCH_FLUSH_SIZE (104857600), BENCH_GROUP_ID (millpond-bench),
 # BENCH_TIMEOUT_S (900), BENCH_EXTRA_ENV (VAR=value pairs for both
 # processes), BENCH_BROKER_PID (also report that process's CPU), BENCH_PERF
-# (profile both processes, scripts/bench-lib.sh).
+# (profile both processes, scripts/bench-lib.sh), BENCH_BIN (a directory
+# holding the two binaries to run instead of building them, to measure
+# another build).
 #
 # Measured: CPU of every thread (/proc/<pid>/stat utime+stime) of the
 # writer from ready to ingest's exit (its startup is reported apart) and of
@@ -32,10 +34,10 @@ bootstrap=$1 topic=$2 records=$3 run=$4
 flush_size=${BENCH_FLUSH_SIZE:-104857600}
 timeout_s=${BENCH_TIMEOUT_S:-900}
 read -r -a extra_env <<<"${BENCH_EXTRA_ENV:-}"
-bin=$CARGO_TARGET_DIR/release
+bin=${BENCH_BIN:-$CARGO_TARGET_DIR/release}
 [ -x /usr/bin/time ] || millpond_die "/usr/bin/time missing (apt-get install time)"
 [ -x "$MILLPOND_PYTHON" ] || millpond_die "$MILLPOND_PYTHON missing; run scripts/setup-python.sh"
-cargo build --release -p millpond-ingest -p millpond-writer --bins >&2
+[ -n "${BENCH_BIN:-}" ] || cargo build --release -p millpond-ingest -p millpond-writer --bins >&2
 mkdir -p "$run"
 lake=$run/millpond-lake
 rm -rf "$lake"

@@ -96,6 +96,7 @@ pub use build::Overflow;
 pub use scan::{Skip, SkipReason};
 #[cfg(test)]
 mod tests;
+mod unescape;
 
 use arrow::record_batch::RecordBatch;
 

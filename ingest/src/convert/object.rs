@@ -1,28 +1,31 @@
 //! The top-level object of one payload, read in one pass.
 //!
-//! Strings (keys and values) are checked and unescaped in the same walk
-//! that finds their end; numbers and literals are checked against the
-//! RFC 8259 grammar and kept as written. Only nested values (objects and
-//! arrays) go through `serde_json`, whose skipping of them is iterative, so
-//! no depth of nesting inside the object can exhaust the stack.
+//! Strings (keys and values) are checked in the walk that finds their end;
+//! one with escapes is unescaped by a second walk (`unescape`). Numbers and
+//! literals are checked against the RFC 8259 grammar and kept as written.
+//! Only nested values (objects and arrays) go through `serde_json`, whose
+//! skipping of them is iterative, so no depth of nesting inside the object
+//! can exhaust the stack.
 
 use serde::Deserialize as _;
 use serde_json::value::RawValue;
 
-use super::scan::{compact_into, escape_at, find_string_stop, Invalid, Val};
+use super::scan::{compact_into, find_string_stop, Invalid, Val};
+use super::unescape::unescape_into;
 
 /// Reads `s` as one JSON object surrounded by optional whitespace, calling
 /// `pair(key, value)` for each member in order (duplicates included).
 /// Unescaped strings and compacted nested values are appended to `text`
-/// (`Val::Text` offsets point there); `key` is scratch space for keys with
-/// escapes. On `Err` the payload is not a valid JSON object, and `text` may
-/// hold part of it: the caller rolls back.
+/// (`Val::Text` offsets point there); `scratch` is reused between calls.
+/// On `Err` the payload is not a valid JSON object, and `text` may hold
+/// part of it: the caller rolls back.
 pub(super) fn read_object<'a>(
     s: &'a str,
     text: &mut String,
-    key: &mut String,
+    scratch: &mut Scratch,
     mut pair: impl FnMut(&str, Val<'a>),
 ) -> Result<(), Invalid> {
+    let Scratch { key, bytes } = scratch;
     let mut c = Cursor { s, i: 0 };
     c.ws();
     c.eat(b'{')?;
@@ -33,11 +36,11 @@ pub(super) fn read_object<'a>(
         loop {
             c.eat(b'"')?;
             key.clear();
-            let borrowed = c.string(key)?;
+            let borrowed = c.string(key, bytes)?;
             c.ws();
             c.eat(b':')?;
             c.ws();
-            let val = c.value(text)?;
+            let val = c.value(text, bytes)?;
             pair(borrowed.unwrap_or(key.as_str()), val);
             c.ws();
             match c.peek() {
@@ -59,6 +62,15 @@ pub(super) fn read_object<'a>(
     } else {
         Err(Invalid)
     }
+}
+
+/// Buffers `read_object` reuses from one payload to the next.
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    /// A key with escapes, unescaped.
+    key: String,
+    /// Where a string with escapes is unescaped before it is appended.
+    bytes: Vec<u8>,
 }
 
 struct Cursor<'a> {
@@ -99,43 +111,35 @@ impl<'a> Cursor<'a> {
     /// closing quote: `Some(text)` borrowed from the payload when it has no
     /// escape, else `None` with its unescaped text appended to `out`.
     /// Refuses raw control characters, unknown escapes and lone surrogates.
-    fn string(&mut self, out: &mut String) -> Result<Option<&'a str>, Invalid> {
+    fn string(
+        &mut self,
+        out: &mut String,
+        scratch: &mut Vec<u8>,
+    ) -> Result<Option<&'a str>, Invalid> {
         let b = self.bytes();
         let start = self.i;
-        let mut seg = start; // start of the run not yet copied to `out`
-        let mut escaped = false;
-        loop {
-            let j = find_string_stop(b, self.i);
-            match b.get(j) {
-                Some(b'"') => {
-                    self.i = j + 1;
-                    if !escaped {
-                        return self.slice(start, j).map(Some);
-                    }
-                    out.push_str(self.slice(seg, j)?);
-                    return Ok(None);
-                }
-                Some(b'\\') => {
-                    escaped = true;
-                    out.push_str(self.slice(seg, j)?);
-                    let (ch, next) = escape_at(b, j)?;
-                    out.push(ch);
-                    self.i = next;
-                    seg = next;
-                }
-                // A raw control character, or the end of the payload.
-                _ => return Err(Invalid),
+        let j = find_string_stop(b, start);
+        match b.get(j) {
+            Some(b'"') => {
+                self.i = j + 1;
+                self.slice(start, j).map(Some)
             }
+            Some(b'\\') => {
+                self.i = unescape_into(self.s, start, scratch, out)?;
+                Ok(None)
+            }
+            // A raw control character, or the end of the payload.
+            _ => Err(Invalid),
         }
     }
 
     /// One member value starting at the cursor.
-    fn value(&mut self, text: &mut String) -> Result<Val<'a>, Invalid> {
+    fn value(&mut self, text: &mut String, scratch: &mut Vec<u8>) -> Result<Val<'a>, Invalid> {
         match self.peek() {
             Some(b'"') => {
                 self.i += 1;
                 let start = text.len();
-                Ok(match self.string(text)? {
+                Ok(match self.string(text, scratch)? {
                     Some(s) => Val::Str(s),
                     None => Val::Text(start, text.len()),
                 })

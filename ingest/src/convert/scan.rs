@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::object::read_object;
+use super::object::{read_object, Scratch};
 
 /// One top-level value of one row, borrowing from the payload or the arena.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -103,13 +103,18 @@ struct Scanner<'a> {
     /// topic almost always share their key order, so this usually avoids
     /// hashing the key at all.
     hints: Vec<usize>,
-    /// Scratch space for a key with escapes.
-    key: String,
+    scratch: Scratch,
 }
 
 /// Parses all payloads. Never panics.
 pub(super) fn scan<'a>(payloads: &[&'a [u8]]) -> Tape<'a> {
     let mut sc = Scanner::default();
+    // Unescaped and compacted text is never longer than the payloads it
+    // comes from: reserving that once spares the arena's copies as it
+    // grows (pages never written are never touched).
+    sc.tape
+        .text
+        .reserve(payloads.iter().map(|p| p.len()).sum::<usize>());
     for (index, payload) in payloads.iter().enumerate() {
         let outcome = match std::str::from_utf8(payload) {
             Ok(s) => sc.row(s, index + 1),
@@ -129,15 +134,15 @@ impl<'a> Scanner<'a> {
         let text = self.tape.text.len();
         let cols = self.tape.names.len();
         let mut arena = std::mem::take(&mut self.tape.text);
-        let mut key = std::mem::take(&mut self.key);
+        let mut scratch = std::mem::take(&mut self.scratch);
         let mut pos = 0;
-        let res = read_object(s, &mut arena, &mut key, |k, val| {
+        let res = read_object(s, &mut arena, &mut scratch, |k, val| {
             let col = self.column(k, pos);
             self.put(col, stamp, val);
             pos += 1;
         });
         self.tape.text = arena;
-        self.key = key;
+        self.scratch = scratch;
         let reason = match res {
             Ok(()) => {
                 self.tape.row_ends.push(self.tape.entries.len());
@@ -324,14 +329,16 @@ fn find_quote_or_backslash(b: &[u8], i: usize) -> usize {
 /// text: `"`, `\\` or a control character (below 0x20), or `b.len()`.
 #[inline]
 pub(super) fn find_string_stop(b: &[u8], i: usize) -> usize {
+    find_stop(b, i, string_stops, |c| c == b'"' || c == b'\\' || c < 0x20)
+}
+
+/// Flags, in a word of eight bytes, at least the lowest byte that ends a
+/// run of plain string text (`"`, `\\` or below 0x20) and none below it.
+#[inline]
+pub(super) fn string_stops(x: u64) -> u64 {
     // Bytes below 0x20 (exact for the lowest, as for zero bytes).
-    let control = |x: u64| x.wrapping_sub(LO * 0x20) & !x & HI;
-    find_stop(
-        b,
-        i,
-        |x| quote_or_backslash(x) | control(x),
-        |c| c == b'"' || c == b'\\' || c < 0x20,
-    )
+    let control = x.wrapping_sub(LO * 0x20) & !x & HI;
+    quote_or_backslash(x) | control
 }
 
 /// Four hex digits at `b[at..at + 4]`.

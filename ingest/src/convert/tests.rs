@@ -913,3 +913,55 @@ proptest::proptest! {
         }
     }
 }
+
+/// Pieces of a JSON string body: escapes of every kind, multi-byte text, and
+/// (invalid) a raw control character, an unknown escape, a lone surrogate.
+const BODY_PIECES: &[&str] = &[
+    "a",
+    "plain text ",
+    "é",
+    "😀",
+    "\\\"",
+    "\\\\",
+    "\\/",
+    "\\n",
+    "\\t",
+    "\\b\\f\\r",
+    "\\u0041",
+    "\\u00e9",
+    "\\u20AC",
+    "\\ud83d\\ude00",
+    "\\u0000",
+    "\u{1}",
+    "\\x",
+    "\\udc00",
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(3000))]
+    /// A string with escapes, at every offset from a word boundary and
+    /// anywhere up to the payload's end, reads as serde_json reads it (or
+    /// is refused when serde_json refuses it), as a value and as a key.
+    #[test]
+    fn strings_with_escapes_read_as_serde_json_reads_them(
+        pieces in proptest::collection::vec(proptest::sample::select(BODY_PIECES), 1..40),
+        pad in 0usize..9,
+        tail in 0usize..3,
+    ) {
+        let body: String = pieces.concat();
+        let padding = "p".repeat(pad);
+        let after = ["", ",\"z\":1", ",\"z\":\"0123456789abcdef\""][tail];
+        let payload = format!(r#"{{"{padding}":0,"s":"{body}"{after}}}"#);
+        let as_key = format!(r#"{{"{body}":1}}"#);
+        for p in [payload.as_str(), as_key.as_str()] {
+            let one = convert(&[p.as_bytes()]);
+            match serde_json::from_str::<serde_json::Map<String, Value>>(p) {
+                Ok(m) => {
+                    proptest::prop_assert_eq!(one.rows, 1, "{:?}", p);
+                    check_against_oracle(one.batch.as_ref().unwrap(), &[m]);
+                }
+                Err(_) => proptest::prop_assert_eq!(one.rows, 0, "{:?}", p),
+            }
+        }
+    }
+}
