@@ -65,7 +65,7 @@ RULES = {
         ("Parquet files (the parquet crate: encode, compress, write)", r"sink::ducklake::spool|parquet::|"
          r"lz4_flex|snap::|zstd"),
         ("lease check (fence)", r"fence::Fence"),
-        ("offsets: recorded ranges, table check", r"ducklake::offsets|recorded_offsets|ensure_offsets_table"),
+        ("offsets: recorded ranges, table check", r"ducklake::offsets|recorded_offsets|ensure_own_tables"),
         ("table check: columns, types, DDL", r"sink::ducklake::table::"),
         ("dead letters", r"dead_letters"),
         ("prepare + exact values (Rust)", r"sink::prepare|sink::ducklake::to_live|millpond_shared::exact|"

@@ -614,6 +614,21 @@ async fn new_columns_of_a_flush_are_one_catalog_commit(backend: Backend) {
     assert_eq!(lake.column_text("z"), vec![Some("true".into()), None]);
 }
 
+/// The writer's own tables (offsets, dead letters, leases) are created at
+/// startup in one catalog commit: each commit makes DuckLake reload the
+/// catalog, and a lease table created at the first flush cost that flush.
+async fn the_writers_own_tables_are_one_catalog_commit(backend: Backend) {
+    let lake = Lake::new(backend, "events");
+    let writer = Writer::start(&lake);
+    writer.stop();
+    let created = "SELECT list_sort(changes['tables_created']) FROM ducklake_snapshots('lake') \
+                   WHERE map_contains(changes, 'tables_created')";
+    assert_eq!(
+        lake.query(created),
+        ["[main._millpond_leases_events, main._millpond_offsets, main.events_dead_letters]"]
+    );
+}
+
 /// A person dropping or renaming a column while the writer runs (its
 /// cached schema goes stale) does not wedge the pipeline.
 async fn out_of_band_drop_and_rename_do_not_wedge(backend: Backend) {
@@ -816,6 +831,7 @@ macro_rules! every_backend {
 
 every_backend!(
     keyword_names_work,
+    the_writers_own_tables_are_one_catalog_commit,
     new_columns_of_a_flush_are_one_catalog_commit,
     rows_without_payload_columns_still_land,
     put_rows_and_read_back,
@@ -873,6 +889,38 @@ fn long_rows_with_extra(start: i64, n: usize) -> RecordBatch {
 
 /// A lake whose streamed flushes go to files from their first byte, its
 /// writer, and the table, created by a flush of rows 0..10 (`f0`).
+/// A streamed flush written as files into a table that does not exist yet
+/// creates it in the transaction that registers its files: one catalog
+/// commit, not two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_create_their_table_in_their_own_commit() {
+    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
+    let writer = Writer::start(&lake);
+    let deadline = std::time::Duration::from_secs(30);
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let mut stream = sender
+        .open("s1", &long_rows(0, 10), deadline)
+        .await
+        .unwrap();
+    stream.push(&long_rows(10, 10), deadline).await.unwrap();
+    let ack = stream
+        .finish(&descriptor("s1", vec![r(0, 0, 19)], 20), deadline)
+        .await
+        .unwrap();
+    assert_eq!((ack.rows_written, ack.outcome()), (20, AckOutcome::Written));
+    writer.stop();
+    assert_eq!(lake.count(), 20);
+    let created =
+        "SELECT map_contains(changes, 'tables_inserted_into') FROM ducklake_snapshots('lake') \
+                   WHERE list_contains(changes['tables_created'], 'main.events')";
+    assert_eq!(lake.query(created), ["true"]);
+    let writers = lake.data_file_writers();
+    assert!(
+        !writers.is_empty() && writers.iter().all(|w| w.contains("parquet-rs")),
+        "{writers:?}"
+    );
+}
+
 async fn files_from_the_first_byte() -> (Lake, Writer) {
     let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
     let writer = Writer::start(&lake);

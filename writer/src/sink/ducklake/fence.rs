@@ -319,11 +319,7 @@ impl Fence {
             return Ok(());
         }
         let table = cfg.sql_name(&table_name(&cfg.table));
-        let create = format!(
-            "CREATE TABLE IF NOT EXISTS {table} (topic VARCHAR, kafka_partition INTEGER, \
-             owner VARCHAR, expires_at TIMESTAMP WITH TIME ZONE)"
-        );
-        if let Err(e) = conn.execute_batch(&create) {
+        if let Err(e) = conn.execute_batch(&create_sql(cfg)) {
             // Another writer may have created it at the same moment.
             conn.execute_batch(&format!("SELECT 1 FROM {table} LIMIT 0"))
                 .map_err(|_| {
@@ -334,6 +330,21 @@ impl Fence {
         self.table_ready = true;
         Ok(())
     }
+
+    /// The lease table exists: it was created with the writer's other
+    /// tables at startup.
+    pub fn table_created(&mut self) {
+        self.table_ready = true;
+    }
+}
+
+/// Creates the lease table of `cfg`'s target table when it is missing.
+pub fn create_sql(cfg: &DuckLakeConfig) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {} (topic VARCHAR, kafka_partition INTEGER, \
+         owner VARCHAR, expires_at TIMESTAMP WITH TIME ZONE)",
+        cfg.sql_name(&table_name(&cfg.table))
+    )
 }
 
 fn partitions(ranges: &[OffsetRange], topic: &str) -> String {

@@ -140,7 +140,7 @@ impl DuckLakeSink {
             tracing::info!(why = %why, "streamed flushes are held and inserted by DuckDB, not written to files as they arrive");
         }
         sink.session()?;
-        sink.ensure_offsets_table()?;
+        sink.ensure_own_tables()?;
         Ok(sink)
     }
 
@@ -170,7 +170,12 @@ impl DuckLakeSink {
         Ok(&self.session.as_ref().expect("just opened").conn)
     }
 
-    fn ensure_offsets_table(&mut self) -> Result<(), SinkError> {
+    /// Creates the writer's own tables when missing: the offsets table, the
+    /// dead-letter table and (with the partition fence) the lease table, in
+    /// one catalog commit (each commit makes DuckLake reload the catalog).
+    /// If that fails (another writer creating them at the same moment),
+    /// each is created on its own and checked.
+    fn ensure_own_tables(&mut self) -> Result<(), SinkError> {
         if self.offsets_ready {
             return Ok(());
         }
@@ -182,12 +187,20 @@ impl DuckLakeSink {
         if let Some(dl) = &self.dead_letters {
             tables.push((dl.create_sql(), dl.name.clone()));
         }
-        for (sql, name) in tables {
-            if let Err(e) = conn.execute_batch(&sql) {
-                // Another writer may have created it at the same moment.
-                let exists = conn.execute_batch(&format!("SELECT 1 FROM {name} LIMIT 0"));
-                if exists.is_err() {
-                    return Err(self.err(e));
+        if self.cfg.partition_fence {
+            let name = self.cfg.sql_name(&fence::table_name(&self.cfg.table));
+            tables.push((fence::create_sql(&self.cfg), name));
+        }
+        let creates: Vec<&str> = tables.iter().map(|(sql, _)| sql.as_str()).collect();
+        let together = format!("BEGIN TRANSACTION;\n{};\nCOMMIT", creates.join(";\n"));
+        if conn.execute_batch(&together).is_err() {
+            let _ = conn.execute_batch("ROLLBACK");
+            for (sql, name) in &tables {
+                if let Err(e) = conn.execute_batch(sql) {
+                    let exists = conn.execute_batch(&format!("SELECT 1 FROM {name} LIMIT 0"));
+                    if exists.is_err() {
+                        return Err(self.err(e));
+                    }
                 }
             }
         }
@@ -197,6 +210,9 @@ impl DuckLakeSink {
             sql::literal(&self.cfg.schema),
             sql::literal(OFFSETS_TABLE)
         ));
+        if self.cfg.partition_fence {
+            self.fence.table_created();
+        }
         self.offsets_ready = true;
         Ok(())
     }
@@ -435,7 +451,7 @@ impl DuckLakeSink {
     /// this writer knows was recorded (`KnownOffsets`).
     fn already_recorded(&mut self, flush: &Flush) -> Result<Option<Durable<Receipt>>, SinkError> {
         self.session()?;
-        self.ensure_offsets_table()?;
+        self.ensure_own_tables()?;
         let skipped = self.known.all_new(&flush.ranges);
         let seen = if skipped {
             Coverage::New
@@ -729,7 +745,7 @@ impl Sink for DuckLakeSink {
 
     fn recorded_offsets(&mut self, topic: &str) -> Result<Vec<OffsetRange>, SinkError> {
         self.session()?;
-        self.ensure_offsets_table()?;
+        self.ensure_own_tables()?;
         let conn = self.conn();
         let found = self.offsets.read(conn, topic).map_err(|e| self.err(e))?;
         self.known.read(topic, &found);

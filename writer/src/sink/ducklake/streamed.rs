@@ -519,7 +519,11 @@ impl DuckLakeSink {
                 e
             }
         })?;
-        if let Some(live) = self.live.as_mut() {
+        if columns.evo.created {
+            tracing::info!(table = %self.cfg.qualified_table(), columns = columns.schema.fields().len() + 1, "table created");
+            // Read its columns as the lake has them at the next flush.
+            self.live = None;
+        } else if let Some(live) = self.live.as_mut() {
             table::assume(live, &columns.schema, &columns.evo);
         }
         self.columns_added(&columns.evo);
@@ -545,8 +549,9 @@ impl DuckLakeSink {
     /// The columns the files hold and the table lacks: the DDL that adds
     /// them inside the write transaction (where `ducklake_add_data_files`
     /// already sees them, and a rollback undoes both), and what it adds.
-    /// A table not created yet is created here, in its own commit, from
-    /// these columns. If the table has one of them with another type, or
+    /// A table not created yet is created from these columns, in that
+    /// transaction too unless it needs a commit of its own
+    /// (`table::create_in_write`). If the table has one of them with another type, or
     /// reached MILLPOND_MAX_COLUMNS, the files cannot be registered.
     fn pending_columns(&mut self, st: &Streamed) -> Result<ColumnChanges, SinkError> {
         let fields: Vec<arrow::datatypes::Field> = st
@@ -570,6 +575,17 @@ impl DuckLakeSink {
                 )));
             }
             return Ok(ColumnChanges { ddl, schema, evo });
+        }
+        if let Some(create) = table::create_in_write(&self.cfg, &schema) {
+            let evo = table::Evolution {
+                created: true,
+                ..Default::default()
+            };
+            return Ok(ColumnChanges {
+                ddl: vec![create],
+                schema,
+                evo,
+            });
         }
         let conn = &self.session.as_ref().expect("session open").conn;
         let evo = table::ensure(conn, &self.cfg, &mut self.live, &schema)?;

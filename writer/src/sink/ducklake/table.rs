@@ -110,6 +110,35 @@ pub fn assume(cols: &mut LiveColumns, schema: &Schema, evo: &Evolution) {
     }
 }
 
+/// `verb` (a `CREATE TABLE` form) for the target table with the columns of
+/// `schema` (at most MILLPOND_MAX_COLUMNS; the rest meet the limit when
+/// the table is planned) and `_inserted_at`.
+fn create_sql(cfg: &DuckLakeConfig, schema: &Schema, verb: &str) -> String {
+    let mut cols: Vec<String> = schema
+        .fields()
+        .iter()
+        .take(cfg.max_columns)
+        .map(|f| format!("{} {}", ident(f.name()), duck_type(f.data_type())))
+        .collect();
+    cols.push("_inserted_at TIMESTAMP WITH TIME ZONE".into());
+    format!("{verb} {} ({})", cfg.sql_table(), cols.join(", "))
+}
+
+/// The DDL that creates the missing target table inside the transaction
+/// that registers a flush's files, sparing the table a catalog commit of
+/// its own; `None` when it needs that commit first: for
+/// DUCKLAKE_PARTITION_BY (DuckLake refuses settings on a table created in
+/// the same transaction), or for more columns than MILLPOND_MAX_COLUMNS.
+/// The session's settings for DuckDB's inserts follow at the next flush,
+/// which reads the new table (`ensure`). A plain `CREATE TABLE`: if another
+/// writer created the table meanwhile, the transaction fails and is retried
+/// on a fresh read of the catalog, instead of registering files against a
+/// table it did not plan for.
+pub fn create_in_write(cfg: &DuckLakeConfig, schema: &Schema) -> Option<String> {
+    (cfg.partition_by.is_none() && schema.fields().len() <= cfg.max_columns)
+        .then(|| create_sql(cfg, schema, "CREATE TABLE"))
+}
+
 /// Makes the table exist with every column of `schema` (already projected
 /// to safe, non-reserved names). Races with other writers are absorbed by
 /// re-reading the catalog.
@@ -128,15 +157,7 @@ pub fn ensure(
     }
     if live.as_ref().is_some_and(HashMap::is_empty) {
         ensure_schema(conn, cfg);
-        // At most MILLPOND_MAX_COLUMNS; the rest meet the limit below.
-        let mut cols: Vec<String> = schema
-            .fields()
-            .iter()
-            .take(cfg.max_columns)
-            .map(|f| format!("{} {}", ident(f.name()), duck_type(f.data_type())))
-            .collect();
-        cols.push("_inserted_at TIMESTAMP WITH TIME ZONE".into());
-        let create = format!("CREATE TABLE IF NOT EXISTS {table} ({})", cols.join(", "));
+        let create = create_sql(cfg, schema, "CREATE TABLE IF NOT EXISTS");
         match exec(conn, cfg, &create) {
             Ok(()) => evo.created = true,
             Err(e) => {
