@@ -17,7 +17,11 @@
 # BENCH_EXTRA_ENV (VAR=value pairs for ingest and writer), NISSHI (default
 # ~/.cargo/bin/nisshi from scripts/setup-nisshi.sh), BENCH_PERF=DIR (profile
 # ingest, writer and the model with perf into DIR; see scripts/bench-lib.sh).
-# The run's files stay in $MILLPOND_STATE/bench.
+# BENCH_RUNS=N (default 1) measures both N times, one after the other, on
+# the one topic, each run with its own consumer groups and lakes, then prints
+# the median and range of each figure: the machine's speed moves single runs
+# by more than most changes do. The run's files stay in $MILLPOND_STATE/bench
+# (in run-1 ... run-N with BENCH_RUNS).
 #
 # BENCH_JSONL=FILE measures Millpond alone on FILE's payloads (one per line)
 # served by the mock broker (BENCH_PARTITIONS default 64 then: it keeps
@@ -83,24 +87,41 @@ echo "producing $events events to nisshi on $bootstrap ($partitions partitions)"
     --partitions "$partitions" --stats-out "$dir/gen.json" >"$dir/gen.log" \
     || millpond_die "gen_events.py failed: $(cat "$dir/gen.log")"
 
+runs=${BENCH_RUNS:-1}
+[[ "$runs" =~ ^[1-9][0-9]*$ ]] || millpond_die "BENCH_RUNS=$runs: want a count of runs"
+[ "$runs" -eq 1 ] || [ -z "${BENCH_PERF:-}" ] || millpond_die "BENCH_PERF profiles one run: unset BENCH_RUNS"
 echo "workload: $events events from gen_events.py (seed ${BENCH_SEED:-42}, poison rate ${BENCH_POISON_RATE:-0.01}), nisshi memory storage, $partitions partitions, FLUSH_SIZE $flush_size, embedded DuckLake; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-# "$"-prefixed keys become columns, as in the model (which quotes every name).
-BENCH_EXTRA_ENV="DUCKLAKE_QUOTED_COLUMNS=true ${BENCH_EXTRA_ENV:-}" BENCH_BROKER_PID=$broker \
-    BENCH_FLUSH_SIZE=$flush_size scripts/bench-pipeline.sh "$bootstrap" events "$events" "$dir"
+failed=0
+for k in $(seq "$runs"); do
+    run=$dir group=millpond-bench py_group=py-baseline
+    if [ "$runs" -gt 1 ]; then
+        run=$dir/run-$k group=millpond-bench-$k py_group=py-baseline-$k
+        mkdir -p "$run" && cp "$dir/gen.json" "$run/"
+        echo "run $k of $runs"
+    fi
+    # "$"-prefixed keys become columns, as in the model (which quotes every name).
+    BENCH_EXTRA_ENV="DUCKLAKE_QUOTED_COLUMNS=true ${BENCH_EXTRA_ENV:-}" BENCH_BROKER_PID=$broker \
+        BENCH_FLUSH_SIZE=$flush_size BENCH_GROUP_ID=$group scripts/bench-pipeline.sh "$bootstrap" events "$events" "$run"
 
-# The model, as run_baseline.sh runs it, on the same broker and topic.
-mkdir -p "$dir/py-lake/data"
-broker0=$(bench_cpu "$broker")
-bench_perf_prefix baseline
-FLUSH_SIZE=$flush_size FLUSH_INTERVAL_MS=60000 CONSUME_BATCH_SIZE=1000 "${bench_prefix[@]}" \
-    /usr/bin/time -v -o "$dir/baseline.time" "$MILLPOND_PYTHON" "$shared/py_baseline.py" \
-    --bootstrap "$bootstrap" --topic events --group-id py-baseline \
-    --catalog "$dir/py-lake/catalog.ducklake" --data-path "$dir/py-lake/data/" \
-    --ext-dir "$DUCKDB_EXTENSION_DIR" >"$dir/baseline.json" 2>"$dir/baseline.err" &
-rc=0; wait $! || rc=$?
-[ "$rc" -eq 0 ] || { cat "$dir/baseline.err" "$dir/baseline.json" >&2; millpond_die "py_baseline.py exited $rc"; }
-printf 'broker_cpu_s=%s\next_dir=%s\n' "$(awk -v a="$broker0" -v b="$(bench_cpu "$broker")" 'BEGIN {printf "%.2f", b - a}')" \
-    "$DUCKDB_EXTENSION_DIR" >"$dir/baseline.samples"
+    # The model, as run_baseline.sh runs it, on the same broker and topic.
+    mkdir -p "$run/py-lake/data"
+    broker0=$(bench_cpu "$broker")
+    bench_perf_prefix baseline
+    FLUSH_SIZE=$flush_size FLUSH_INTERVAL_MS=60000 CONSUME_BATCH_SIZE=1000 "${bench_prefix[@]}" \
+        /usr/bin/time -v -o "$run/baseline.time" "$MILLPOND_PYTHON" "$shared/py_baseline.py" \
+        --bootstrap "$bootstrap" --topic events --group-id "$py_group" \
+        --catalog "$run/py-lake/catalog.ducklake" --data-path "$run/py-lake/data/" \
+        --ext-dir "$DUCKDB_EXTENSION_DIR" >"$run/baseline.json" 2>"$run/baseline.err" &
+    rc=0; wait $! || rc=$?
+    [ "$rc" -eq 0 ] || { cat "$run/baseline.err" "$run/baseline.json" >&2; millpond_die "py_baseline.py exited $rc"; }
+    printf 'broker_cpu_s=%s\next_dir=%s\n' "$(awk -v a="$broker0" -v b="$(bench_cpu "$broker")" 'BEGIN {printf "%.2f", b - a}')" \
+        "$DUCKDB_EXTENSION_DIR" >"$run/baseline.samples"
+    echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    "$MILLPOND_PYTHON" scripts/bench_pipeline.py compare "$run" || failed=1
+done
 kill "$broker"; wait "$broker" 2>/dev/null || true
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$MILLPOND_PYTHON" scripts/bench_pipeline.py compare "$dir"
+if [ "$runs" -gt 1 ]; then
+    mapfile -t run_dirs < <(seq -f "$dir/run-%g" "$runs")
+    "$MILLPOND_PYTHON" scripts/bench_pipeline.py runs "${run_dirs[@]}" || failed=1
+fi
+exit "$failed"

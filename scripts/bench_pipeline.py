@@ -5,6 +5,8 @@
                                        left in RUN_DIR; writes RUN_DIR/millpond.json
   bench_pipeline.py compare RUN_DIR    the baseline's figures, both lakes checked against
                                        the generator (gen.json), both lines and the ratios
+  bench_pipeline.py runs RUN_DIR...    the median and range of each figure over runs that
+                                       `compare` summarised (BENCH_RUNS)
 
 Exit status 1 when a check fails.
 """
@@ -210,7 +212,42 @@ def compare(run: Path) -> int:
     return 0 if ok else 1
 
 
+def runs(dirs: list[Path]) -> int:
+    """One line per figure: its median over the runs, and its range. The
+    machine's speed moves every figure from run to run; ratios taken within
+    one run move less, so their median is the figure to quote."""
+    sums = [json.loads((d / "summary.json").read_text()) for d in dirs]
+
+    def line(label: str, values: list[float], fmt: str) -> None:
+        values = sorted(values)
+        mid = len(values) // 2
+        median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+        print(f"  {label}: median {fmt.format(median)} ({fmt.format(values[0])}-{fmt.format(values[-1])})")
+
+    mp = [s["millpond"] for s in sums]
+    base = [s["baseline"] for s in sums]
+    print(f"over {len(sums)} runs, each Millpond then the model on the same topic:")
+    line("millpond records per CPU-second", [m["rec_per_cpu_s"] for m in mp], "{:.0f}")
+    line("model records per CPU-second", [b["rec_per_cpu_s"] for b in base], "{:.0f}")
+    line("millpond / model records per CPU-second",
+         [m["rec_per_cpu_s"] / b["rec_per_cpu_s"] for m, b in zip(mp, base)], "{:.2f}x")
+    line("millpond / model wall records/s",
+         [m["rec_per_s_wall"] / b["rec_per_s_wall"] for m, b in zip(mp, base)], "{:.2f}x")
+    line("millpond loop CPU-s, ingest", [m["ingest_loop_cpu_s"] for m in mp], "{:.2f}")
+    line("millpond loop CPU-s, writer", [m["writer_loop_cpu_s"] for m in mp], "{:.2f}")
+    line("millpond writer startup CPU-s", [m["writer_startup_cpu_s"] for m in mp], "{:.2f}")
+    line("millpond peak RSS MB, ingest + writer", [m["peak_rss_mb"]["together"] for m in mp], "{:.0f}")
+    line("model peak RSS MB", [s["baseline_peak_rss_mb"] for s in sums], "{:.0f}")
+    failed = [str(d) for d, s in zip(dirs, sums) if not all(s["checks"].values())]
+    if failed:
+        print(f"  checks failed in: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("millpond", "compare"):
+    commands = {"millpond": millpond, "compare": compare}
+    if len(sys.argv) >= 3 and sys.argv[1] == "runs":
+        sys.exit(runs([Path(a) for a in sys.argv[2:]]))
+    if len(sys.argv) != 3 or sys.argv[1] not in commands:
         sys.exit(__doc__)
-    sys.exit({"millpond": millpond, "compare": compare}[sys.argv[1]](Path(sys.argv[2])))
+    sys.exit(commands[sys.argv[1]](Path(sys.argv[2])))
