@@ -890,8 +890,8 @@ fn long_rows_with_extra(start: i64, n: usize) -> RecordBatch {
 /// A lake whose streamed flushes go to files from their first byte, its
 /// writer, and the table, created by a flush of rows 0..10 (`f0`).
 /// A streamed flush written as files into a table that does not exist yet
-/// creates it in the transaction that registers its files: one catalog
-/// commit, not two.
+/// creates it in the transaction that registers its files (one catalog
+/// commit, not two), and registers all its files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_create_their_table_in_their_own_commit() {
     let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
@@ -902,7 +902,11 @@ async fn files_create_their_table_in_their_own_commit() {
         .open("s1", &long_rows(0, 10), deadline)
         .await
         .unwrap();
-    stream.push(&long_rows(10, 10), deadline).await.unwrap();
+    // A new column mid-flush starts a second file; one call registers both.
+    stream
+        .push(&long_rows_with_extra(10, 10), deadline)
+        .await
+        .unwrap();
     let ack = stream
         .finish(&descriptor("s1", vec![r(0, 0, 19)], 20), deadline)
         .await
@@ -910,6 +914,11 @@ async fn files_create_their_table_in_their_own_commit() {
     assert_eq!((ack.rows_written, ack.outcome()), (20, AckOutcome::Written));
     writer.stop();
     assert_eq!(lake.count(), 20);
+    assert_eq!(lake.data_files().len(), 2);
+    assert_eq!(
+        lake.column_text("count(extra)::VARCHAR"),
+        [Some("10".into())]
+    );
     let created =
         "SELECT map_contains(changes, 'tables_inserted_into') FROM ducklake_snapshots('lake') \
                    WHERE list_contains(changes['tables_created'], 'main.events')";

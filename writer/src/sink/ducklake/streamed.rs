@@ -486,15 +486,20 @@ impl DuckLakeSink {
         let dl_stream = self.register_dead_letters(&flush.id, &letters)?;
         let table = literal(&self.cfg.table);
         let schema = literal(&self.cfg.schema);
-        let calls = spool
+        // Every file in one call: DuckLake reads each footer either way, but
+        // one call per file cost ~10 ms each against ~6.5 in a list (15
+        // files of the anchor run, measured).
+        let files: Vec<String> = spool
             .files
             .iter()
-            .map(|f| {
-                format!(
-                    "CALL ducklake_add_data_files('lake', {table}, {}, schema => {schema}, allow_missing => true)",
-                    literal(&f.to_string_lossy())
-                )
-            })
+            .map(|f| literal(&f.to_string_lossy()))
+            .collect();
+        let calls: Vec<String> = (!files.is_empty())
+            .then(|| format!(
+                "CALL ducklake_add_data_files('lake', {table}, [{}], schema => {schema}, allow_missing => true)",
+                files.join(", ")
+            ))
+            .into_iter()
             .collect();
         let committed = self.commit(flush, &columns.ddl, calls, dl_stream.is_some());
         st.maybe_in_lake |= self.commit_sent;
