@@ -3,10 +3,12 @@ use super::connect::scrub;
 use super::lake_config::LakeConfig;
 use crate::sink::{SinkError, SinkErrorKind};
 
-/// Catalog commit contention: snapshot id races, conflicting DDL, and a
-/// partition claimed by another writer (fence conflict or re-check).
-const CONTENTION: [&str; 7] = [
+/// Catalog commit contention: snapshot id races, conflicting DDL, a
+/// partition claimed by another writer (fence conflict or re-check), and a
+/// column another writer added during a write.
+const CONTENTION: [&str; 8] = [
     super::offsets::RECORDED_MEANWHILE,
+    super::table::COLUMNS_CHANGED,
     "maximum retry count",
     "duplicate key value",
     "could not serialize access",

@@ -6,6 +6,7 @@
 //! holds every column seen so far in the flush (missing ones are NULL) plus
 //! `_inserted_at`; a batch that brings a new column, or a column whose type
 //! changed, closes the file and opens a wider one.
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
@@ -16,6 +17,8 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+
+mod fill;
 
 /// The column every row carries: when its flush was written.
 pub const INSERTED_AT: &str = "_inserted_at";
@@ -53,6 +56,10 @@ pub struct Spool {
     open: Option<Open>,
     /// Closed files, in the order written.
     pub files: Vec<PathBuf>,
+    /// The payload columns of each closed file, as `files`.
+    schemas: Vec<SchemaRef>,
+    /// Columns (lowercase) written with a NULL somewhere.
+    nulls: HashSet<String>,
     pub rows: u64,
 }
 
@@ -92,6 +99,8 @@ impl Spool {
             inserted_at,
             open: None,
             files: Vec::new(),
+            schemas: Vec::new(),
+            nulls: HashSet::new(),
             rows: 0,
         }
     }
@@ -130,6 +139,11 @@ impl Spool {
                     )
             })
             .collect();
+        for (f, c) in open.schema.fields().iter().zip(&columns) {
+            if c.null_count() > 0 {
+                self.nulls.insert(f.name().to_ascii_lowercase());
+            }
+        }
         columns.push(Arc::new(
             TimestampMicrosecondArray::from_value(self.inserted_at, n).with_timezone("UTC"),
         ));
@@ -178,6 +192,11 @@ impl Spool {
         };
         // Listed first, so a failed close still leaves it for `remove`.
         self.files.push(open.path.clone());
+        self.schemas.push(open.schema.clone());
+        self.finish(open)
+    }
+
+    fn finish(&self, open: Open) -> Result<(), String> {
         let sync = |w: BufWriter<File>| -> std::io::Result<()> {
             w.into_inner().map_err(|e| e.into_error())?.sync_all()
         };

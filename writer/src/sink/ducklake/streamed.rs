@@ -476,6 +476,19 @@ impl DuckLakeSink {
             return Ok(receipt);
         }
         let columns = self.pending_columns(st)?;
+        let (table_columns, unchanged) = self.lake_columns()?;
+        let spool = st.spool.as_mut().expect("spooled");
+        let filled = spool
+            .fill_missing_columns(&table_columns)
+            .map_err(|e| resend_whole(&e))?;
+        if !filled.is_empty() {
+            tracing::info!(flush_id = %flush.id, columns = ?filled, files = spool.files.len(),
+                "wrote the flush's files lacking a column again with it, all NULL: the lake would record these columns as never NULL");
+        }
+        let ddl: Vec<String> = unchanged
+            .into_iter()
+            .chain(columns.ddl.iter().cloned())
+            .collect();
         let spool = st.spool.as_ref().expect("spooled");
         let found: Vec<DeadLetter> = st
             .dead_letters
@@ -501,7 +514,7 @@ impl DuckLakeSink {
             ))
             .into_iter()
             .collect();
-        let committed = self.commit(flush, &columns.ddl, calls, dl_stream.is_some());
+        let committed = self.commit(flush, &ddl, calls, dl_stream.is_some());
         st.maybe_in_lake |= self.commit_sent;
         if dl_stream.is_some() {
             let session = self.session.as_ref().expect("session open");
@@ -601,6 +614,30 @@ impl DuckLakeSink {
             schema: arrow::datatypes::Schema::empty(),
             evo: table::Evolution::default(),
         })
+    }
+
+    /// The table's columns as the lake has them now, not as the session
+    /// last read them, as the fields a file carries (`spool::fill` needs
+    /// every one a file lacks), and the statement that fails the write
+    /// transaction if the table has others by then. The session keeps them
+    /// for the next flush's files.
+    fn lake_columns(
+        &mut self,
+    ) -> Result<(Vec<arrow::datatypes::Field>, Option<String>), SinkError> {
+        let conn = &self.session.as_ref().expect("session open").conn;
+        let cols = table::read_columns(conn, &self.cfg).map_err(|e| self.err(e))?;
+        let unchanged = table::columns_unchanged_sql(&self.cfg, &cols);
+        let fields = cols
+            .iter()
+            .filter(|(name, _)| name.as_str() != super::spool::INSERTED_AT)
+            .filter_map(|(name, t)| {
+                super::spool::arrow_type(t).map(|dt| arrow::datatypes::Field::new(name, dt, true))
+            })
+            .collect();
+        if !cols.is_empty() {
+            self.live = Some(cols);
+        }
+        Ok((fields, unchanged))
     }
 
     fn columns_added(&self, evo: &table::Evolution) {

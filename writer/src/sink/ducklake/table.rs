@@ -27,6 +27,26 @@ pub fn read_columns(conn: &Connection, cfg: &DuckLakeConfig) -> duckdb::Result<L
     rows.collect()
 }
 
+/// The write transaction's refusal when the table gained a column since the
+/// writer read its columns (another writer added it): retried at once.
+pub const COLUMNS_CHANGED: &str = "millpond: the table gained a column since the writer read it";
+
+/// Inside the write transaction: fails it with [`COLUMNS_CHANGED`] when the
+/// table no longer has exactly the `cols` read before it began; `None` for
+/// a table not created yet.
+pub fn columns_unchanged_sql(cfg: &DuckLakeConfig, cols: &LiveColumns) -> Option<String> {
+    (!cols.is_empty()).then(|| {
+        format!(
+            "SELECT CASE WHEN (SELECT count(*) FROM information_schema.columns \
+             WHERE table_catalog = 'lake' AND table_schema = {} AND table_name = {}) <> {} \
+             THEN error('{COLUMNS_CHANGED}') END",
+            literal(&cfg.schema),
+            literal(&cfg.table),
+            cols.len()
+        )
+    })
+}
+
 /// What evolving the table for one batch schema did.
 #[derive(Debug, Default)]
 pub struct Evolution {
