@@ -37,6 +37,10 @@ rm -rf "$dir" && mkdir -p "$dir"
 # Whatever of ours still runs when this script ends (a failure).
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 trap 'exit 130' INT TERM
+runs=${BENCH_RUNS:-1}
+[[ "$runs" =~ ^[1-9][0-9]*$ ]] || millpond_die "BENCH_RUNS=$runs: want a count of runs"
+[ "$runs" -eq 1 ] || [ -z "${BENCH_PERF:-}" ] || millpond_die "BENCH_PERF profiles one run: unset BENCH_RUNS"
+[ "$runs" -eq 1 ] || [ -z "${BENCH_JSONL:-}" ] || millpond_die "BENCH_RUNS is for the anchor workload, not BENCH_JSONL"
 
 if [ -n "${BENCH_JSONL:-}" ]; then
     [ -f "$BENCH_JSONL" ] || millpond_die "BENCH_JSONL=$BENCH_JSONL: no such file"
@@ -87,9 +91,6 @@ echo "producing $events events to nisshi on $bootstrap ($partitions partitions)"
     --partitions "$partitions" --stats-out "$dir/gen.json" >"$dir/gen.log" \
     || millpond_die "gen_events.py failed: $(cat "$dir/gen.log")"
 
-runs=${BENCH_RUNS:-1}
-[[ "$runs" =~ ^[1-9][0-9]*$ ]] || millpond_die "BENCH_RUNS=$runs: want a count of runs"
-[ "$runs" -eq 1 ] || [ -z "${BENCH_PERF:-}" ] || millpond_die "BENCH_PERF profiles one run: unset BENCH_RUNS"
 echo "workload: $events events from gen_events.py (seed ${BENCH_SEED:-42}, poison rate ${BENCH_POISON_RATE:-0.01}), nisshi memory storage, $partitions partitions, FLUSH_SIZE $flush_size, embedded DuckLake; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 failed=0
 for k in $(seq "$runs"); do
@@ -101,7 +102,8 @@ for k in $(seq "$runs"); do
     fi
     # "$"-prefixed keys become columns, as in the model (which quotes every name).
     BENCH_EXTRA_ENV="DUCKLAKE_QUOTED_COLUMNS=true ${BENCH_EXTRA_ENV:-}" BENCH_BROKER_PID=$broker \
-        BENCH_FLUSH_SIZE=$flush_size BENCH_GROUP_ID=$group scripts/bench-pipeline.sh "$bootstrap" events "$events" "$run"
+        BENCH_FLUSH_SIZE=$flush_size BENCH_GROUP_ID=$group scripts/bench-pipeline.sh "$bootstrap" events "$events" "$run" \
+        || { failed=1; continue; }
 
     # The model, as run_baseline.sh runs it, on the same broker and topic.
     mkdir -p "$run/py-lake/data"
@@ -121,7 +123,8 @@ for k in $(seq "$runs"); do
 done
 kill "$broker"; wait "$broker" 2>/dev/null || true
 if [ "$runs" -gt 1 ]; then
-    mapfile -t run_dirs < <(seq -f "$dir/run-%g" "$runs")
-    "$MILLPOND_PYTHON" scripts/bench_pipeline.py runs "${run_dirs[@]}" || failed=1
+    run_dirs=()
+    for k in $(seq "$runs"); do [ -f "$dir/run-$k/summary.json" ] && run_dirs+=("$dir/run-$k"); done
+    [ "${#run_dirs[@]}" -eq 0 ] || "$MILLPOND_PYTHON" scripts/bench_pipeline.py runs "${run_dirs[@]}" || failed=1
 fi
 exit "$failed"

@@ -219,6 +219,9 @@ def runs(dirs: list[Path]) -> int:
     sums = [json.loads((d / "summary.json").read_text()) for d in dirs]
 
     def line(label: str, values: list[float], fmt: str) -> None:
+        if not values:
+            print(f"  {label}: n/a")
+            return
         values = sorted(values)
         mid = len(values) // 2
         median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
@@ -230,9 +233,9 @@ def runs(dirs: list[Path]) -> int:
     line("millpond records per CPU-second", [m["rec_per_cpu_s"] for m in mp], "{:.0f}")
     line("model records per CPU-second", [b["rec_per_cpu_s"] for b in base], "{:.0f}")
     line("millpond / model records per CPU-second",
-         [m["rec_per_cpu_s"] / b["rec_per_cpu_s"] for m, b in zip(mp, base)], "{:.2f}x")
+         [m["rec_per_cpu_s"] / b["rec_per_cpu_s"] for m, b in zip(mp, base) if b["rec_per_cpu_s"]], "{:.2f}x")
     line("millpond / model wall records/s",
-         [m["rec_per_s_wall"] / b["rec_per_s_wall"] for m, b in zip(mp, base)], "{:.2f}x")
+         [m["rec_per_s_wall"] / b["rec_per_s_wall"] for m, b in zip(mp, base) if b["rec_per_s_wall"]], "{:.2f}x")
     line("millpond loop CPU-s, ingest", [m["ingest_loop_cpu_s"] for m in mp], "{:.2f}")
     line("millpond loop CPU-s, writer", [m["writer_loop_cpu_s"] for m in mp], "{:.2f}")
     line("millpond writer startup CPU-s", [m["writer_startup_cpu_s"] for m in mp], "{:.2f}")

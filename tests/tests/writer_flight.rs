@@ -887,14 +887,12 @@ fn long_rows_with_extra(start: i64, n: usize) -> RecordBatch {
     )
 }
 
-/// A lake whose streamed flushes go to files from their first byte, its
-/// writer, and the table, created by a flush of rows 0..10 (`f0`).
 /// A streamed flush written as files into a table that does not exist yet
 /// creates it in the transaction that registers its files (one catalog
 /// commit, not two), and registers all its files. A column that appears
 /// mid-flush without a NULL is still known to hold NULLs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn files_create_their_table_in_their_own_commit() {
+async fn files_create_their_table_in_the_write_commit() {
     let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
     let writer = Writer::start(&lake);
     let deadline = std::time::Duration::from_secs(30);
@@ -971,6 +969,8 @@ async fn a_column_of_a_table_created_meanwhile_reaches_the_files() {
     );
 }
 
+/// A lake whose streamed flushes go to files from their first byte, its
+/// writer, and the table, created by a flush of rows 0..10 (`f0`).
 async fn files_from_the_first_byte() -> (Lake, Writer) {
     let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
     let writer = Writer::start(&lake);

@@ -77,8 +77,9 @@
 //! Pass 1 (`scan.rs`, `object.rs`) reads each payload's top-level object in
 //! one pass (strict RFC 8259, UTF-8 checked once per payload): each key is
 //! resolved to a column index (hash lookup, short-circuited by the key order
-//! of the previous row), each string is checked and unescaped in the same
-//! walk that finds its end, numbers are checked and kept as written, and
+//! of the previous row), each string is checked in the walk that finds its
+//! end (one with escapes is unescaped a word at a time, `unescape.rs`),
+//! numbers are checked and kept as written, and
 //! nested values are checked and delimited by `serde_json`. Values go onto a
 //! flat tape of `(column, value)` entries that borrow from the payloads; only
 //! unescaped strings and nested values that contain whitespace are copied,

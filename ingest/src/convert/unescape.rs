@@ -21,7 +21,7 @@ pub(super) fn unescape_into(
 ) -> Result<usize, Invalid> {
     let b = s.as_bytes();
     // The text is never longer than its escaped form (an escape of n bytes
-    // stands for at most n - 2 bytes of UTF-8), so with `o` the output
+    // stands for at most n - 1 bytes of UTF-8), so with `o` the output
     // position, o <= i - from always holds, and a word written at `o` fits.
     let need = b.len().saturating_sub(from) + 8;
     if scratch.len() < need {

@@ -164,7 +164,7 @@ impl Fence {
         if missing.is_empty() {
             return Ok(());
         }
-        let table = cfg.sql_name(&table_name(&cfg.table));
+        let table = sql_table(cfg);
         let mut topics: Vec<&str> = missing.iter().map(|r| r.topic.as_str()).collect();
         topics.sort_unstable();
         topics.dedup();
@@ -196,7 +196,7 @@ impl Fence {
         cfg: &DuckLakeConfig,
         ranges: &[OffsetRange],
     ) -> Result<(), SinkError> {
-        let table = cfg.sql_name(&table_name(&cfg.table));
+        let table = sql_table(cfg);
         let mut topics: Vec<&str> = ranges.iter().map(|r| r.topic.as_str()).collect();
         topics.sort_unstable();
         topics.dedup();
@@ -298,7 +298,7 @@ impl Fence {
         if self.held.is_empty() {
             return;
         }
-        let table = cfg.sql_name(&table_name(&cfg.table));
+        let table = sql_table(cfg);
         let sql = format!(
             "UPDATE {table} SET expires_at = now() - INTERVAL 1 SECOND WHERE owner = {}",
             literal(&self.owner)
@@ -318,7 +318,7 @@ impl Fence {
         if self.table_ready {
             return Ok(());
         }
-        let table = cfg.sql_name(&table_name(&cfg.table));
+        let table = sql_table(cfg);
         if let Err(e) = conn.execute_batch(&create_sql(cfg)) {
             // Another writer may have created it at the same moment.
             conn.execute_batch(&format!("SELECT 1 FROM {table} LIMIT 0"))
@@ -338,12 +338,17 @@ impl Fence {
     }
 }
 
+/// The lease table of `cfg`'s target table, as SQL names it.
+pub fn sql_table(cfg: &DuckLakeConfig) -> String {
+    cfg.sql_name(&table_name(&cfg.table))
+}
+
 /// Creates the lease table of `cfg`'s target table when it is missing.
 pub fn create_sql(cfg: &DuckLakeConfig) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {} (topic VARCHAR, kafka_partition INTEGER, \
          owner VARCHAR, expires_at TIMESTAMP WITH TIME ZONE)",
-        cfg.sql_name(&table_name(&cfg.table))
+        sql_table(cfg)
     )
 }
 

@@ -188,7 +188,7 @@ impl DuckLakeSink {
             tables.push((dl.create_sql(), dl.name.clone()));
         }
         if self.cfg.partition_fence {
-            let name = self.cfg.sql_name(&fence::table_name(&self.cfg.table));
+            let name = fence::sql_table(&self.cfg);
             tables.push((fence::create_sql(&self.cfg), name));
         }
         let creates: Vec<&str> = tables.iter().map(|(sql, _)| sql.as_str()).collect();

@@ -83,12 +83,7 @@ impl Spool {
             .set_dictionary_enabled(false)
             .set_max_row_group_bytes(row_group_bytes)
             .build();
-        let mut seed: Vec<Field> = table
-            .iter()
-            .filter(|(name, _)| name.as_str() != INSERTED_AT)
-            .filter_map(|(name, t)| arrow_type(t).map(|dt| Field::new(name, dt, true)))
-            .collect();
-        seed.sort_by(|a, b| a.name().cmp(b.name()));
+        let seed = file_fields(table);
         let inserted_at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as i64);
@@ -218,12 +213,41 @@ impl Spool {
         if let Some(open) = self.open.take() {
             self.files.push(open.path);
         }
+        self.schemas.clear();
+        self.nulls.clear();
         for f in self.files.drain(..) {
             if let Err(e) = std::fs::remove_file(&f) {
                 tracing::warn!(file = %f.display(), error = %e, "could not delete an unregistered spool file; `millpond-lake delete-orphans` removes it");
             }
         }
     }
+}
+
+/// The table's columns (lowercase name, DuckDB type) a file carries, by
+/// name: all but `_inserted_at` (a file's own) and those of a type no file
+/// carries.
+pub fn file_fields(table: &std::collections::HashMap<String, String>) -> Vec<Field> {
+    let mut fields: Vec<Field> = table
+        .iter()
+        .filter(|(name, _)| name.as_str() != INSERTED_AT)
+        .filter_map(|(name, t)| arrow_type(t).map(|dt| Field::new(name, dt, true)))
+        .collect();
+    fields.sort_by(|a, b| a.name().cmp(b.name()));
+    fields
+}
+
+/// Why files cannot hold the table's rows: a column of a type no file
+/// carries (VARIANT, or a pinned UUID, DECIMAL, DATE). A file lacking it
+/// would leave DuckLake's record of its NULLs untouched (`spool::fill`).
+pub fn uncarried(table: &std::collections::HashMap<String, String>) -> Option<String> {
+    let mut cols: Vec<(&String, &String)> = table
+        .iter()
+        .filter(|(name, t)| name.as_str() != INSERTED_AT && arrow_type(t).is_none())
+        .collect();
+    cols.sort();
+    cols.first().map(|(c, t)| {
+        format!("the table has a {t} column ({c}), which the writer's files cannot carry")
+    })
 }
 
 /// The open file's columns widened by the batch's: a new name (compared
@@ -389,6 +413,21 @@ mod tests {
             matches!(codec(Some("zstd"), Some(7)).unwrap(), Compression::ZSTD(l) if l.compression_level() == 7)
         );
         assert!(codec(Some("brotli"), None).unwrap_err().contains("brotli"));
+    }
+
+    #[test]
+    fn a_column_no_file_carries_is_named() {
+        let mut table = std::collections::HashMap::from([
+            ("b".to_owned(), "BIGINT".to_owned()),
+            (
+                INSERTED_AT.to_owned(),
+                "TIMESTAMP WITH TIME ZONE".to_owned(),
+            ),
+        ]);
+        assert_eq!(uncarried(&table), None);
+        assert_eq!(file_fields(&table).len(), 1, "not _inserted_at");
+        table.insert("u".to_owned(), "UUID".to_owned());
+        assert!(uncarried(&table).unwrap().contains("UUID column (u)"));
     }
 
     #[test]

@@ -262,11 +262,12 @@ impl DuckLakeSink {
     }
 
     /// Why the table itself needs DuckDB's insert: it is partitioned
-    /// (files carry no partition values), or has a VARIANT column.
+    /// (files carry no partition values), or has a column of a type no file
+    /// carries (`spool::uncarried`).
     fn table_refuses_files(&self) -> Result<Option<String>, SinkError> {
         let live = self.live.as_ref().expect("read by open_table");
-        if let Some((c, _)) = live.iter().find(|(_, t)| t.as_str() == "VARIANT") {
-            return Ok(Some(format!("the table has a VARIANT column ({c})")));
+        if let Some(why) = super::spool::uncarried(live) {
+            return Ok(Some(why));
         }
         let conn = &self.session.as_ref().expect("session open").conn;
         let keys: i64 = conn
@@ -475,11 +476,13 @@ impl DuckLakeSink {
             }
             return Ok(receipt);
         }
-        let columns = self.pending_columns(st)?;
+        // The flush is planned against the table as the lake has it now.
+        self.open_table()?;
         let (table_columns, unchanged) = self.lake_columns()?;
+        let columns = self.pending_columns(st)?;
         let spool = st.spool.as_mut().expect("spooled");
         let filled = spool
-            .fill_missing_columns(&table_columns)
+            .fill_missing_columns(&table_columns, st.maybe_in_lake)
             .map_err(|e| resend_whole(&e))?;
         if !filled.is_empty() {
             tracing::info!(flush_id = %flush.id, columns = ?filled, files = spool.files.len(),
@@ -617,26 +620,22 @@ impl DuckLakeSink {
     }
 
     /// The table's columns as the lake has them now, not as the session
-    /// last read them, as the fields a file carries (`spool::fill` needs
+    /// last read them, as the fields a file carries (`spool::fill` adds
     /// every one a file lacks), and the statement that fails the write
-    /// transaction if the table has others by then. The session keeps them
-    /// for the next flush's files.
+    /// transaction if their number changed by then. The session keeps them
+    /// for planning this flush and the next one's files. A column no file
+    /// can carry (another writer's) sends the flush to the insert path.
     fn lake_columns(
         &mut self,
     ) -> Result<(Vec<arrow::datatypes::Field>, Option<String>), SinkError> {
         let conn = &self.session.as_ref().expect("session open").conn;
         let cols = table::read_columns(conn, &self.cfg).map_err(|e| self.err(e))?;
-        let unchanged = table::columns_unchanged_sql(&self.cfg, &cols);
-        let fields = cols
-            .iter()
-            .filter(|(name, _)| name.as_str() != super::spool::INSERTED_AT)
-            .filter_map(|(name, t)| {
-                super::spool::arrow_type(t).map(|dt| arrow::datatypes::Field::new(name, dt, true))
-            })
-            .collect();
-        if !cols.is_empty() {
-            self.live = Some(cols);
+        if let Some(why) = super::spool::uncarried(&cols) {
+            return Err(resend_whole(&why));
         }
+        let unchanged = table::columns_unchanged_sql(&self.cfg, &cols);
+        let fields = super::spool::file_fields(&cols);
+        self.live = Some(cols);
         Ok((fields, unchanged))
     }
 

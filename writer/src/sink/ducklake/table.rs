@@ -27,22 +27,25 @@ pub fn read_columns(conn: &Connection, cfg: &DuckLakeConfig) -> duckdb::Result<L
     rows.collect()
 }
 
-/// The write transaction's refusal when the table gained a column since the
-/// writer read its columns (another writer added it): retried at once.
-pub const COLUMNS_CHANGED: &str = "millpond: the table gained a column since the writer read it";
+/// The write transaction's refusal when the table's columns changed since
+/// the writer read them (another writer added one): retried at once.
+pub const COLUMNS_CHANGED: &str =
+    "millpond: the columns of the table changed since the writer read them";
 
 /// Inside the write transaction: fails it with [`COLUMNS_CHANGED`] when the
-/// table no longer has exactly the `cols` read before it began; `None` for
-/// a table not created yet.
+/// table no longer has as many columns as the `cols` read before it began
+/// (a column another writer added since; a drop and an add in that window
+/// are not seen); `None` for a table not created yet.
 pub fn columns_unchanged_sql(cfg: &DuckLakeConfig, cols: &LiveColumns) -> Option<String> {
     (!cols.is_empty()).then(|| {
         format!(
             "SELECT CASE WHEN (SELECT count(*) FROM information_schema.columns \
              WHERE table_catalog = 'lake' AND table_schema = {} AND table_name = {}) <> {} \
-             THEN error('{COLUMNS_CHANGED}') END",
+             THEN error({}) END",
             literal(&cfg.schema),
             literal(&cfg.table),
-            cols.len()
+            cols.len(),
+            literal(COLUMNS_CHANGED)
         )
     })
 }
@@ -257,4 +260,37 @@ pub fn ensure(
         }
     }
     Ok(evo)
+}
+
+#[cfg(test)]
+mod tests {
+    use millpond_shared::config::{Env, EnvReader};
+
+    use super::*;
+
+    fn cfg() -> DuckLakeConfig {
+        let env = Env::from_pairs([("DUCKLAKE_TABLE", "events")]);
+        let mut r = EnvReader::new(&env);
+        DuckLakeConfig::parse(&mut r).expect("valid")
+    }
+
+    /// The guard parses, passes while the table has the columns read, and
+    /// fails with COLUMNS_CHANGED (a contention) once it has one more.
+    #[test]
+    fn the_columns_guard_fails_when_a_column_was_added() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("ATTACH ':memory:' AS lake; CREATE TABLE lake.main.events (a BIGINT)")
+            .unwrap();
+        let cfg = cfg();
+        let cols = read_columns(&conn, &cfg).unwrap();
+        assert_eq!(cols.len(), 1);
+        let guard = columns_unchanged_sql(&cfg, &cols).unwrap();
+        conn.execute_batch(&guard).unwrap();
+        conn.execute_batch("ALTER TABLE lake.main.events ADD COLUMN b VARCHAR")
+            .unwrap();
+        let err = conn.execute_batch(&guard).unwrap_err().to_string();
+        assert!(err.contains(COLUMNS_CHANGED), "{err}");
+        assert!(lake_error(&cfg.lake, &err).is_contention());
+        assert!(columns_unchanged_sql(&cfg, &LiveColumns::new()).is_none());
+    }
 }

@@ -35,7 +35,14 @@ impl Spool {
     /// table's columns as the lake has them now) they lack, all NULL, the
     /// closed files that lack a column no file holds a NULL in. Returns
     /// those columns (empty when nothing was written again).
-    pub fn fill_missing_columns(&mut self, table: &[Field]) -> Result<Vec<String>, String> {
+    /// `keep_old`: the flush may be in the lake already (a COMMIT whose
+    /// outcome is unknown), so the files written again are left in place,
+    /// for orphan cleanup, instead of deleted.
+    pub fn fill_missing_columns(
+        &mut self,
+        table: &[Field],
+        keep_old: bool,
+    ) -> Result<Vec<String>, String> {
         // Every column, by lowercase name: the files' as first written,
         // then the table's that no file has.
         let mut all: Vec<Field> = Vec::new();
@@ -61,7 +68,7 @@ impl Spool {
             .filter(|f| !self.nulls.contains(&f.name().to_ascii_lowercase()))
             .cloned()
             .collect();
-        for i in 0..self.files.len() {
+        for i in 0..self.files.len().min(self.schemas.len()) {
             let own = self.schemas[i].clone();
             if !never_null.iter().any(|f| lacks(&own, f)) {
                 continue;
@@ -83,7 +90,9 @@ impl Spool {
             self.schemas[i] = wider;
             self.nulls
                 .extend(add.iter().map(|f| f.name().to_ascii_lowercase()));
-            if let Err(e) = std::fs::remove_file(&old) {
+            if keep_old {
+                tracing::warn!(file = %old.display(), "a spool file written again may be in the lake already; kept for `millpond-lake delete-orphans`");
+            } else if let Err(e) = std::fs::remove_file(&old) {
                 tracing::warn!(file = %old.display(), error = %e, "could not delete a spool file written again; `millpond-lake delete-orphans` removes it");
             }
         }
@@ -168,7 +177,7 @@ mod tests {
         s.write(&batch(vec![("a", a.clone()), ("X", x)])).unwrap();
         s.close().unwrap();
         let before = s.files.clone();
-        assert_eq!(s.fill_missing_columns(&[]).unwrap(), ["X"]);
+        assert_eq!(s.fill_missing_columns(&[], false).unwrap(), ["X"]);
         assert_eq!(s.files.len(), 2);
         assert!(!before[0].exists(), "the narrow file is replaced");
         assert_eq!(s.files[1], before[1], "the wide one stays");
@@ -192,7 +201,10 @@ mod tests {
             .downcast_ref::<Int64Array>()
             .unwrap();
         assert_eq!(a_back.values(), &[1, 2]);
-        assert!(s.fill_missing_columns(&[]).unwrap().is_empty(), "done once");
+        assert!(
+            s.fill_missing_columns(&[], false).unwrap().is_empty(),
+            "done once"
+        );
         s.remove();
     }
 
@@ -207,7 +219,7 @@ mod tests {
             Field::new("a", arrow::datatypes::DataType::Int64, true),
             Field::new("d", arrow::datatypes::DataType::Utf8, true),
         ];
-        assert_eq!(s.fill_missing_columns(&table).unwrap(), ["d"]);
+        assert_eq!(s.fill_missing_columns(&table, false).unwrap(), ["d"]);
         let b = read(&s.files[0]);
         assert_eq!(b.schema().field(1).name(), "d");
         assert_eq!(b.column(1).null_count(), 2);
@@ -224,7 +236,7 @@ mod tests {
         s.write(&batch(vec![("a", a), ("x", x)])).unwrap();
         s.close().unwrap();
         let before = s.files.clone();
-        assert!(s.fill_missing_columns(&[]).unwrap().is_empty());
+        assert!(s.fill_missing_columns(&[], false).unwrap().is_empty());
         assert_eq!(s.files, before);
         s.remove();
     }
