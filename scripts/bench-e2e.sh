@@ -78,11 +78,13 @@ mkdir -p "$dir/nisshi"
 (cd "$dir/nisshi" && exec "$nisshi" broker --listener-url "tcp://$bootstrap" \
     --advertised-listener-url "tcp://$bootstrap" --storage-engine memory://nisshi/) >"$dir/broker.log" 2>&1 &
 broker=$!
+ready=false
 for _ in $(seq 120); do
     kill -0 "$broker" 2>/dev/null || { tail "$dir/broker.log" >&2; millpond_die "nisshi exited during startup"; }
-    "$nisshi" topic list --broker "tcp://$bootstrap" >/dev/null 2>&1 && break
+    "$nisshi" topic list --broker "tcp://$bootstrap" >/dev/null 2>&1 && { ready=true; break; }
     sleep 0.5
 done
+$ready || { tail "$dir/broker.log" >&2; millpond_die "nisshi did not answer on $bootstrap within 60 s"; }
 "$nisshi" topic create --broker "tcp://$bootstrap" --partitions "$partitions" events >"$dir/topic.log" 2>&1 \
     || { cat "$dir/topic.log" >&2; millpond_die "topic create failed"; }
 echo "producing $events events to nisshi on $bootstrap ($partitions partitions)" >&2
