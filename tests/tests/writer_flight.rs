@@ -969,6 +969,52 @@ async fn a_column_of_a_table_created_meanwhile_reaches_the_files() {
     );
 }
 
+/// A column of a type no file carries (here a UUID a person adds) appears
+/// while a flush goes to files: that flush is asked for whole, and the next
+/// ones go to DuckDB's insert from their start, without being asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_no_file_carries_sends_flushes_to_the_insert() {
+    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
+    let writer = Writer::start(&lake);
+    let deadline = std::time::Duration::from_secs(30);
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let stream = sender
+        .open("s1", &long_rows(0, 10), deadline)
+        .await
+        .unwrap();
+    stream
+        .finish(&descriptor("s1", vec![r(0, 0, 9)], 10), deadline)
+        .await
+        .unwrap();
+    let stream = sender
+        .open("s2", &long_rows(10, 10), deadline)
+        .await
+        .unwrap();
+    lake.admin()
+        .execute_batch("ALTER TABLE lake.main.events ADD COLUMN u UUID")
+        .unwrap();
+    let d2 = descriptor("s2", vec![r(0, 10, 19)], 10);
+    asked_for_whole(stream.finish(&d2, deadline).await);
+    let mut c = client(&writer.addr).await;
+    let ack = put(&mut c, &d2, vec![long_rows(10, 10)]).await.unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    let stream = sender
+        .open("s3", &long_rows(20, 10), deadline)
+        .await
+        .unwrap();
+    let ack = stream
+        .finish(&descriptor("s3", vec![r(0, 20, 29)], 10), deadline)
+        .await
+        .unwrap();
+    assert_eq!((ack.rows_written, ack.outcome()), (10, AckOutcome::Written));
+    writer.stop();
+    assert_eq!(lake.count(), 30);
+    assert_eq!(
+        lake.query("SELECT count(u), count(*) FILTER (WHERE u IS NULL) FROM lake.main.events"),
+        ["0|30"]
+    );
+}
+
 /// A lake whose streamed flushes go to files from their first byte, its
 /// writer, and the table, created by a flush of rows 0..10 (`f0`).
 async fn files_from_the_first_byte() -> (Lake, Writer) {

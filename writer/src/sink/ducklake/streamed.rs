@@ -630,12 +630,15 @@ impl DuckLakeSink {
     ) -> Result<(Vec<arrow::datatypes::Field>, Option<String>), SinkError> {
         let conn = &self.session.as_ref().expect("session open").conn;
         let cols = table::read_columns(conn, &self.cfg).map_err(|e| self.err(e))?;
-        if let Some(why) = super::spool::uncarried(&cols) {
-            return Err(resend_whole(&why));
-        }
         let unchanged = table::columns_unchanged_sql(&self.cfg, &cols);
         let fields = super::spool::file_fields(&cols);
+        let uncarried = super::spool::uncarried(&cols);
+        // Kept even then: the next flush's files are refused at their start.
         self.live = Some(cols);
+        if let Some(why) = uncarried {
+            self.turn_files_off(&why);
+            return Err(resend_whole(&why));
+        }
         Ok((fields, unchanged))
     }
 
