@@ -887,16 +887,25 @@ fn long_rows_with_extra(start: i64, n: usize) -> RecordBatch {
     )
 }
 
+const STREAM_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// An embedded lake whose streamed flushes go to files from their first
+/// byte, its writer, and a client that streams to it as ingest does.
+fn streaming_to_files() -> (Lake, Writer, millpond_ingest::flight::WriterClient) {
+    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
+    let writer = Writer::start(&lake);
+    let sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    (lake, writer, sender)
+}
+
 /// A streamed flush written as files into a table that does not exist yet
 /// creates it in the transaction that registers its files (one catalog
 /// commit, not two), and registers all its files. A column that appears
 /// mid-flush without a NULL is still known to hold NULLs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_create_their_table_in_the_write_commit() {
-    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
-    let writer = Writer::start(&lake);
-    let deadline = std::time::Duration::from_secs(30);
-    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let (lake, writer, mut sender) = streaming_to_files();
+    let deadline = STREAM_DEADLINE;
     let mut stream = sender
         .open("s1", &long_rows(0, 10), deadline)
         .await
@@ -940,10 +949,8 @@ async fn files_create_their_table_in_the_write_commit() {
 /// knowing that it holds NULLs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_column_of_a_table_created_meanwhile_reaches_the_files() {
-    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
-    let writer = Writer::start(&lake);
-    let deadline = std::time::Duration::from_secs(30);
-    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let (lake, writer, mut sender) = streaming_to_files();
+    let deadline = STREAM_DEADLINE;
     let stream = sender
         .open("s1", &long_rows(0, 10), deadline)
         .await
@@ -974,10 +981,8 @@ async fn a_column_of_a_table_created_meanwhile_reaches_the_files() {
 /// ones go to DuckDB's insert from their start, without being asked again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_column_no_file_carries_sends_flushes_to_the_insert() {
-    let lake = Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
-    let writer = Writer::start(&lake);
-    let deadline = std::time::Duration::from_secs(30);
-    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let (lake, writer, mut sender) = streaming_to_files();
+    let deadline = STREAM_DEADLINE;
     let stream = sender
         .open("s1", &long_rows(0, 10), deadline)
         .await
