@@ -13,7 +13,9 @@
 # Starts the test services itself (scripts/services.sh start).
 #
 # BENCH_ROWS (default 100000 per flush), BENCH_FLUSHES (default 5 timed,
-# after one that creates the table), BENCH_SINKS (default
+# after one that creates the table), BENCH_STREAMED=1 (each flush handed
+# over batch by batch, as the Flight server hands a streamed flush, to a
+# sink that takes it so), BENCH_SINKS (default
 # "hoglake ducklake-local ducklake-pg").
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."

@@ -114,6 +114,26 @@ fn kill9_of_writer_after_registering_files_loses_and_duplicates_nothing() {
     );
 }
 
+/// The same on a lake whose data is on S3: the files are uploaded to the
+/// table's folder in the bucket before they are registered.
+#[test]
+fn kill9_of_writer_after_registering_files_on_s3_loses_and_duplicates_nothing() {
+    let lake = kill9_of_writer_after_commit(
+        Lake::new(Backend::PostgresS3, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0"),
+    );
+    let writers = lake.data_file_writers();
+    assert!(
+        !writers.is_empty() && writers.iter().all(|w| w.starts_with("parquet-rs")),
+        "every flush went to files: {writers:?}"
+    );
+    let prefix = format!("{}main/events/", lake.data_path());
+    assert!(
+        lake.data_files().iter().all(|f| f.starts_with(&prefix)),
+        "the files are in the table's folder in the bucket: {:?}",
+        lake.data_files()
+    );
+}
+
 fn kill9_of_writer_after_commit(lake: Lake) -> Lake {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic(TOPIC, 2, 1).unwrap();
@@ -169,6 +189,27 @@ fn kill9_of_writer_mid_stream_to_files_rereads_the_flush_from_kafka() {
     assert!(
         !orphans.is_empty(),
         "the dead writer's half-written file stays out of the table"
+    );
+}
+
+/// On S3 a flush's files are uploaded only at its trailer: the dead
+/// writer's half-written files never reach the bucket.
+#[test]
+fn kill9_of_writer_mid_stream_to_files_on_s3_leaves_nothing_in_the_bucket() {
+    let lake = kill9_mid_stream(
+        Lake::new(Backend::PostgresS3, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0"),
+    );
+    // The flush resent whole is DuckDB's insert; the dead writer's files
+    // waited in its local folder.
+    let listed = lake.data_files();
+    let stray: Vec<String> = lake
+        .storage_files()
+        .into_keys()
+        .filter(|f| f.contains("/main/events/") && !listed.iter().any(|l| l == f))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "unregistered files in the bucket: {stray:?}"
     );
 }
 

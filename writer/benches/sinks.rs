@@ -9,7 +9,9 @@
 //!
 //! BENCH_ROWS (default 100000) rows per flush; BENCH_FLUSHES (default 5)
 //! timed flushes after one untimed flush that creates the table;
-//! BENCH_LABEL names the result line.
+//! BENCH_LABEL names the result line. BENCH_STREAMED=1 hands each flush
+//! over as the Flight server hands a streamed one: batch by batch, when the
+//! sink takes them (`Sink::stream_begin`), whole otherwise.
 use std::time::{Duration, Instant};
 
 use millpond_proto::{FlushTrigger, OffsetRange};
@@ -52,6 +54,7 @@ fn main() {
     let rows = env_u64("BENCH_ROWS", 100_000);
     let flushes = env_u64("BENCH_FLUSHES", 5).max(1);
     let label = std::env::var("BENCH_LABEL").unwrap_or_else(|_| "sink".into());
+    let streamed = std::env::var("BENCH_STREAMED").is_ok_and(|v| v == "1");
     let cfg = WriterConfig::from_env(&Env::from_process()).unwrap_or_else(|e| panic!("{e}"));
     let batches = sample_flush::batches(rows);
     let schema = batches[0].schema();
@@ -79,8 +82,21 @@ fn main() {
     let mut cpu = 0.0;
     for i in 0..=flushes {
         let first = (i * rows) as i64;
+        let id = format!("bench-{i}");
+        let (cpu0, t0) = (cpu_seconds(), Instant::now());
+        let token = if streamed {
+            sink.stream_begin(&id)
+        } else {
+            None
+        };
+        if let Some(token) = token {
+            for b in &batches {
+                sink.stream_batch(&id, token, b.clone())
+                    .unwrap_or_else(|e| panic!("{label}: flush {i}: {e}"));
+            }
+        }
         let flush = Flush {
-            id: format!("bench-{i}"),
+            id,
             trigger: FlushTrigger::Size,
             ranges: vec![OffsetRange::new(
                 "events",
@@ -89,11 +105,14 @@ fn main() {
                 first + rows as i64 - 1,
             )],
             schema: schema.clone(),
-            batches: batches.clone(),
+            batches: if token.is_some() {
+                vec![]
+            } else {
+                batches.clone()
+            },
             dead_letters: vec![],
-            streamed: None,
+            streamed: token,
         };
-        let (cpu0, t0) = (cpu_seconds(), Instant::now());
         let receipt = sink
             .write(&flush)
             .unwrap_or_else(|e| panic!("{label}: flush {i}: {e}"))
@@ -101,8 +120,9 @@ fn main() {
         let (took, used) = (t0.elapsed(), cpu_seconds() - cpu0);
         assert_eq!(receipt.rows_written, rows, "{label}: flush {i}");
         eprintln!(
-            "{label}: flush {i}{}: {:.3} s wall, {used:.2} CPU-s",
+            "{label}: flush {i}{}{}: {:.3} s wall, {used:.2} CPU-s",
             if i == 0 { " (creates the table)" } else { "" },
+            if token.is_some() { " (streamed)" } else { "" },
             took.as_secs_f64()
         );
         if i > 0 {

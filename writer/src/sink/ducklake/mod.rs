@@ -83,6 +83,8 @@ pub struct DuckLakeSink {
     /// Until when streamed flushes are held after one the files could not
     /// take.
     files_paused_until: Option<std::time::Instant>,
+    /// A data path on S3: where files are uploaded before registration.
+    remote: Option<std::sync::Arc<spool::Remote>>,
 }
 
 impl DuckLakeSink {
@@ -114,6 +116,14 @@ impl DuckLakeSink {
             name: cfg.sql_name(t),
         });
         let (cfg_owner, cfg_lease) = (cfg.lease_owner.clone(), cfg.partition_lease);
+        let remote = spool::Remote::for_data_path(
+            &cfg.lake.data_path,
+            cfg.lake.s3.as_ref(),
+            &format!("{}/{}", cfg.schema, cfg.table),
+            spool::remote::staging(),
+        )
+        .map_err(SinkError::permanent)?
+        .map(std::sync::Arc::new);
         let mut sink = DuckLakeSink {
             cfg,
             metrics,
@@ -134,6 +144,7 @@ impl DuckLakeSink {
             files_off: None,
             closed: false,
             files_paused_until: None,
+            remote,
         };
         sink.files_off = sink.files_refused_by_config();
         if let Some(why) = &sink.files_off {

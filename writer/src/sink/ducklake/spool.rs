@@ -19,6 +19,9 @@ use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 mod fill;
+pub mod remote;
+
+pub use remote::Remote;
 
 /// The column every row carries: when its flush was written.
 pub const INSERTED_AT: &str = "_inserted_at";
@@ -61,6 +64,11 @@ pub struct Spool {
     /// Columns (lowercase) written with a NULL somewhere.
     nulls: HashSet<String>,
     pub rows: u64,
+    /// Set for a lake on S3: the files are uploaded before they are
+    /// registered, and `dir` is only where they wait.
+    remote: Option<Arc<Remote>>,
+    /// URLs of files uploaded so far.
+    uploaded: Vec<String>,
 }
 
 impl Spool {
@@ -97,7 +105,57 @@ impl Spool {
             schemas: Vec::new(),
             nulls: HashSet::new(),
             rows: 0,
+            remote: None,
+            uploaded: Vec::new(),
         }
+    }
+
+    /// Files for a lake on S3: they wait in `remote.staging`.
+    pub fn with_remote(mut self, remote: Arc<Remote>) -> Spool {
+        self.dir = remote.staging.clone();
+        self.remote = Some(remote);
+        self
+    }
+
+    /// What to register: the closed files where they are, or for a lake
+    /// on S3 their uploaded copies (each file uploaded once, also across
+    /// attempts).
+    pub fn publish(&mut self) -> Result<Vec<String>, String> {
+        let Some(remote) = self.remote.clone() else {
+            return Ok(self
+                .files
+                .iter()
+                .map(|f| f.to_string_lossy().into_owned())
+                .collect());
+        };
+        let mut urls = Vec::with_capacity(self.files.len());
+        for f in &self.files {
+            let url = remote.url(f);
+            if !self.uploaded.contains(&url) {
+                remote.upload(f)?;
+                self.uploaded.push(url.clone());
+            }
+            urls.push(url);
+        }
+        Ok(urls)
+    }
+
+    /// The files are in the lake, or may be: deletes what only waited for
+    /// an upload (for a lake on S3, the local files). A local lake's files
+    /// are the lake's own and stay.
+    pub fn release(&mut self) {
+        if self.remote.is_none() {
+            return;
+        }
+        if let Some(open) = self.open.take() {
+            self.files.push(open.path);
+        }
+        for f in self.files.drain(..) {
+            if let Err(e) = std::fs::remove_file(&f) {
+                tracing::warn!(file = %f.display(), error = %e, "could not delete an uploaded file's local copy");
+            }
+        }
+        self.schemas.clear();
     }
 
     /// Appends `batch`. Its column types must satisfy [`fits_a_file`].
@@ -208,16 +266,29 @@ impl Spool {
             .map_err(|e| format!("closing {}: {e}", open.path.display()))
     }
 
-    /// Deletes every file written; only for files never registered.
+    /// Deletes every file written, and uploaded; only for files never
+    /// registered.
     pub fn remove(&mut self) {
+        if let Some(remote) = &self.remote {
+            for url in self.uploaded.drain(..) {
+                if let Err(e) = remote.delete(&url) {
+                    tracing::warn!(error = %e, "could not delete an unregistered uploaded file; `millpond-lake delete-orphans` removes it");
+                }
+            }
+        }
         if let Some(open) = self.open.take() {
             self.files.push(open.path);
         }
         self.schemas.clear();
         self.nulls.clear();
+        let cleanup = if self.remote.is_some() {
+            "the next writer to start removes it"
+        } else {
+            "`millpond-lake delete-orphans` removes it"
+        };
         for f in self.files.drain(..) {
             if let Err(e) = std::fs::remove_file(&f) {
-                tracing::warn!(file = %f.display(), error = %e, "could not delete an unregistered spool file; `millpond-lake delete-orphans` removes it");
+                tracing::warn!(file = %f.display(), error = %e, cleanup, "could not delete an unregistered spool file");
             }
         }
     }

@@ -113,8 +113,8 @@ impl From<SinkError> for Refusal {
 impl DuckLakeSink {
     /// Why this sink's configuration keeps every flush on the insert path.
     pub(super) fn files_refused_by_config(&self) -> Option<String> {
-        if self.cfg.lake.is_remote() {
-            Some("the data path is on object storage".into())
+        if self.cfg.lake.data_path.contains("://") && self.remote.is_none() {
+            Some("the data path is on object storage other than S3".into())
         } else if !self.cfg.variant_columns.is_empty() {
             Some("MILLPOND_VARIANT_COLUMNS is set".into())
         } else if self.cfg.partition_by.is_some() {
@@ -252,12 +252,11 @@ impl DuckLakeSink {
         }
         let codec = self.file_codec()?.map_err(Refusal::Shape)?;
         let live = self.live.as_ref().expect("read by open_table");
-        st.spool = Some(Spool::new(
-            self.table_dir(),
-            codec,
-            self.row_group_bytes(),
-            live,
-        ));
+        let spool = Spool::new(self.table_dir(), codec, self.row_group_bytes(), live);
+        st.spool = Some(match &self.remote {
+            Some(remote) => spool.with_remote(remote.clone()),
+            None => spool,
+        });
         self.spool_rows(st, schema, batches)
     }
 
@@ -471,7 +470,9 @@ impl DuckLakeSink {
         let spool = st.spool.as_mut().expect("spooled");
         spool.close().map_err(|e| resend_whole(&e))?;
         if let Some(receipt) = self.already_recorded(flush)? {
-            if !st.maybe_in_lake {
+            if st.maybe_in_lake {
+                spool.release();
+            } else {
                 spool.remove();
             }
             return Ok(receipt);
@@ -492,7 +493,11 @@ impl DuckLakeSink {
             .into_iter()
             .chain(columns.ddl.iter().cloned())
             .collect();
-        let spool = st.spool.as_ref().expect("spooled");
+        let spool = st.spool.as_mut().expect("spooled");
+        // For a lake on S3, the files are uploaded here.
+        let files = spool
+            .publish()
+            .map_err(|e| SinkError::transient(super::connect::scrub(&self.cfg.lake, &e)))?;
         let found: Vec<DeadLetter> = st
             .dead_letters
             .iter()
@@ -505,11 +510,7 @@ impl DuckLakeSink {
         // Every file in one call: DuckLake reads each footer either way, but
         // one call per file cost ~10 ms each against ~6.5 in a list (15
         // files of the anchor run, measured).
-        let files: Vec<String> = spool
-            .files
-            .iter()
-            .map(|f| literal(&f.to_string_lossy()))
-            .collect();
+        let files: Vec<String> = files.iter().map(|f| literal(f)).collect();
         let calls: Vec<String> = (!files.is_empty())
             .then(|| format!(
                 "CALL ducklake_add_data_files('lake', {table}, [{}], schema => {schema}, allow_missing => true)",
@@ -527,7 +528,6 @@ impl DuckLakeSink {
             ));
         }
         drop(dl_stream);
-        let spool = st.spool.as_ref().expect("spooled");
         let snapshot_id = committed.map_err(|e| {
             // The lake refused a file (a type another writer changed since,
             // a table partitioned meanwhile): the insert path can write it.
@@ -540,6 +540,8 @@ impl DuckLakeSink {
                 e
             }
         })?;
+        let spool = st.spool.as_mut().expect("spooled");
+        spool.release();
         if columns.evo.created {
             tracing::info!(table = %self.cfg.qualified_table(), columns = columns.schema.fields().len() + 1, "table created");
             // Read its columns as the lake has them at the next flush.
@@ -746,6 +748,7 @@ pub(super) fn forget(st: &mut Streamed) {
                 files = spool.files.len(),
                 "a streamed flush's files may be in the lake; keeping them"
             );
+            spool.release();
         } else {
             spool.remove();
         }

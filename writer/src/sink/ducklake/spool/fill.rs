@@ -90,7 +90,8 @@ impl Spool {
             self.schemas[i] = wider;
             self.nulls
                 .extend(add.iter().map(|f| f.name().to_ascii_lowercase()));
-            if keep_old {
+            // Uploaded copies are what a lake on S3 may hold; they stay.
+            if keep_old && self.remote.is_none() {
                 tracing::warn!(file = %old.display(), "a spool file written again may be in the lake already; kept for `millpond-lake delete-orphans`");
             } else if let Err(e) = std::fs::remove_file(&old) {
                 tracing::warn!(file = %old.display(), error = %e, "could not delete a spool file written again; `millpond-lake delete-orphans` removes it");
