@@ -192,13 +192,30 @@ fn kill9_of_writer_mid_stream_to_files_rereads_the_flush_from_kafka() {
     );
 }
 
-/// On S3 a flush's files are uploaded only at its trailer: the dead
-/// writer's half-written files never reach the bucket.
+/// On S3 a flush's files wait in the writer's local folder until its
+/// trailer: the dead writer's half-written files never reach the bucket,
+/// and the restarted writer removes them.
 #[test]
-fn kill9_of_writer_mid_stream_to_files_on_s3_leaves_nothing_in_the_bucket() {
-    let lake = kill9_mid_stream(
-        Lake::new(Backend::PostgresS3, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0"),
+fn kill9_of_writer_mid_stream_to_files_on_s3_leaves_nothing_behind() {
+    let lake = Lake::new(Backend::PostgresS3, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
+    let tmp = lake.dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let lake = kill9_mid_stream(lake.with_env("TMPDIR", tmp.to_str().unwrap()));
+    let folders: Vec<_> = std::fs::read_dir(tmp.join("millpond-writer-spool"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        folders.len(),
+        1,
+        "only the second writer's folder: {folders:?}"
     );
+    let left: Vec<_> = std::fs::read_dir(&folders[0])
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != ".lock")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     // The flush resent whole is DuckDB's insert; the dead writer's files
     // waited in its local folder.
     let listed = lake.data_files();

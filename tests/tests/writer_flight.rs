@@ -1594,6 +1594,9 @@ fn noise(seed: i64) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_flush_on_s3_lands_as_uploaded_files() {
     let lake = Lake::new(Backend::PostgresS3, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
+    let tmp = lake.dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let lake = lake.with_env("TMPDIR", tmp.to_str().unwrap());
     let writer = Writer::start(&lake);
     let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
     let deadline = STREAM_DEADLINE;
@@ -1621,6 +1624,14 @@ async fn a_streamed_flush_on_s3_lands_as_uploaded_files() {
         (12_010, AckOutcome::Written)
     );
     writer.stop();
+    let staged: Vec<_> = walk(&tmp)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .collect();
+    assert!(
+        staged.is_empty(),
+        "local copies deleted once registered: {staged:?}"
+    );
     assert_eq!(lake.count(), 12_010);
     let files = lake.data_files();
     let prefix = format!("{}main/events/", lake.data_path());
@@ -1657,4 +1668,19 @@ async fn a_streamed_flush_on_s3_lands_as_uploaded_files() {
         lake.query("SELECT count(DISTINCT name), count(extra) FROM lake.main.events"),
         ["12010|10"]
     );
+}
+
+/// Every file under `dir`, at any depth.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flat_map(|e| {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p)
+            } else {
+                vec![p]
+            }
+        })
+        .collect()
 }

@@ -120,7 +120,7 @@ impl DuckLakeSink {
             &cfg.lake.data_path,
             cfg.lake.s3.as_ref(),
             &format!("{}/{}", cfg.schema, cfg.table),
-            spool::remote::staging(),
+            &std::env::temp_dir().join("millpond-writer-spool"),
         )
         .map_err(SinkError::permanent)?
         .map(std::sync::Arc::new);

@@ -67,8 +67,10 @@ pub struct Spool {
     /// Set for a lake on S3: the files are uploaded before they are
     /// registered, and `dir` is only where they wait.
     remote: Option<Arc<Remote>>,
-    /// URLs of files uploaded so far.
-    uploaded: Vec<String>,
+    /// URLs of every upload begun (some may have landed without an
+    /// answer), and of those that finished.
+    uploads: Vec<String>,
+    uploaded: HashSet<String>,
 }
 
 impl Spool {
@@ -106,7 +108,8 @@ impl Spool {
             nulls: HashSet::new(),
             rows: 0,
             remote: None,
-            uploaded: Vec::new(),
+            uploads: Vec::new(),
+            uploaded: HashSet::new(),
         }
     }
 
@@ -119,8 +122,9 @@ impl Spool {
 
     /// What to register: the closed files where they are, or for a lake
     /// on S3 their uploaded copies (each file uploaded once, also across
-    /// attempts).
-    pub fn publish(&mut self) -> Result<Vec<String>, String> {
+    /// attempts). Uploads of files since written again (`fill`) are
+    /// deleted unless `maybe_in_lake` (a COMMIT may have registered them).
+    pub fn publish(&mut self, maybe_in_lake: bool) -> Result<Vec<String>, String> {
         let Some(remote) = self.remote.clone() else {
             return Ok(self
                 .files
@@ -128,14 +132,26 @@ impl Spool {
                 .map(|f| f.to_string_lossy().into_owned())
                 .collect());
         };
-        let mut urls = Vec::with_capacity(self.files.len());
-        for f in &self.files {
-            let url = remote.url(f);
-            if !self.uploaded.contains(&url) {
-                remote.upload(f)?;
-                self.uploaded.push(url.clone());
+        let urls: Vec<String> = self.files.iter().map(|f| remote.url(f)).collect();
+        if !maybe_in_lake {
+            let (stale, current): (Vec<String>, Vec<String>) =
+                self.uploads.drain(..).partition(|u| !urls.contains(u));
+            self.uploads = current;
+            for url in stale {
+                self.uploaded.remove(&url);
+                if let Err(e) = remote.delete(&url) {
+                    tracing::warn!(error = %e, "could not delete the upload of a file written again; `millpond-lake delete-orphans` removes it");
+                }
             }
-            urls.push(url);
+        }
+        for (f, url) in self.files.iter().zip(&urls) {
+            if !self.uploaded.contains(url) {
+                if !self.uploads.contains(url) {
+                    self.uploads.push(url.clone());
+                }
+                remote.upload(f)?;
+                self.uploaded.insert(url.clone());
+            }
         }
         Ok(urls)
     }
@@ -270,7 +286,8 @@ impl Spool {
     /// registered.
     pub fn remove(&mut self) {
         if let Some(remote) = &self.remote {
-            for url in self.uploaded.drain(..) {
+            self.uploaded.clear();
+            for url in self.uploads.drain(..) {
                 if let Err(e) = remote.delete(&url) {
                     tracing::warn!(error = %e, "could not delete an unregistered uploaded file; `millpond-lake delete-orphans` removes it");
                 }

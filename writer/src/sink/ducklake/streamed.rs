@@ -12,7 +12,7 @@
 //! one of the batch that brings it.
 //!
 //! What only DuckDB's insert can do (VARIANT companions, partitioned
-//! tables, data on object storage, values that need an engine cast, types
+//! tables, object storage other than S3, values that need an engine cast, types
 //! a file does not map exactly) keeps streamed flushes on the insert path.
 //! Met before any file is written, the flush is held and inserted; met
 //! later, or when the lake refuses the files at the commit, the sender is
@@ -496,7 +496,7 @@ impl DuckLakeSink {
         let spool = st.spool.as_mut().expect("spooled");
         // For a lake on S3, the files are uploaded here.
         let files = spool
-            .publish()
+            .publish(st.maybe_in_lake)
             .map_err(|e| SinkError::transient(super::connect::scrub(&self.cfg.lake, &e)))?;
         let found: Vec<DeadLetter> = st
             .dead_letters

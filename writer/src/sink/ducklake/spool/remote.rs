@@ -23,13 +23,27 @@ const PART: usize = 8 << 20;
 
 pub struct Remote {
     store: Arc<dyn ObjectStore>,
-    /// The uploads run here; the sink's calls block, off the writer's runtime.
-    runtime: tokio::runtime::Runtime,
+    /// The uploads run here; the sink's calls block, off the writer's
+    /// runtime. Shut down without waiting when dropped (also from async
+    /// code, where dropping a runtime would panic).
+    runtime: Option<tokio::runtime::Runtime>,
     bucket: String,
     /// The table folder's key in the bucket, without slashes at the ends.
     folder: String,
     /// Where files wait for their upload.
     pub staging: PathBuf,
+    /// Held while this writer runs: the staging folder is in use.
+    _lock: File,
+    /// Masked out of every error (an S3 error body can name the key id).
+    s3: S3Config,
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for Remote {
@@ -50,7 +64,7 @@ impl Remote {
         data_path: &str,
         s3: Option<&S3Config>,
         folder: &str,
-        staging: PathBuf,
+        staging_base: &Path,
     ) -> Result<Option<Remote>, String> {
         let Some(rest) = data_path.strip_prefix("s3://") else {
             return Ok(None);
@@ -69,13 +83,27 @@ impl Remote {
             .enable_all()
             .build()
             .map_err(|e| format!("starting the upload runtime: {e}"))?;
+        let (staging, lock) = staging(staging_base)?;
         Ok(Some(Remote {
             store: Arc::new(store(bucket, s3)?),
-            runtime,
+            runtime: Some(runtime),
             bucket: bucket.to_owned(),
             folder,
             staging,
+            _lock: lock,
+            s3: s3.clone(),
         }))
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.runtime
+            .as_ref()
+            .expect("a runtime until dropped")
+            .block_on(f)
+    }
+
+    fn scrub(&self, msg: &str) -> String {
+        self.s3.secret.scrub(&self.s3.key_id.scrub(msg))
     }
 
     /// The URL a local file gets in the bucket: the table's folder, the
@@ -93,33 +121,42 @@ impl Remote {
     pub fn upload(&self, local: &Path) -> Result<String, String> {
         let url = self.url(local);
         let key = Key::from(self.key(local));
-        let err =
-            |e: &dyn std::fmt::Display| format!("uploading {} to {url}: {e}", local.display());
+        let err = |e: &dyn std::fmt::Display| {
+            self.scrub(&format!("uploading {} to {url}: {e}", local.display()))
+        };
         let mut file = File::open(local).map_err(|e| err(&e))?;
         let size = file.metadata().map_err(|e| err(&e))?.len() as usize;
-        self.runtime
-            .block_on(async {
-                if size <= PART {
-                    let mut all = Vec::with_capacity(size);
-                    file.read_to_end(&mut all)?;
-                    self.store.put(&key, PutPayload::from(all)).await?;
-                    return Ok::<(), Box<dyn std::error::Error>>(());
-                }
-                let upload = self.store.put_multipart(&key).await?;
-                let mut parts = WriteMultipart::new_with_chunk_size(upload, PART);
-                let mut buf = vec![0u8; PART];
+        self.block_on(async {
+            if size <= PART {
+                let mut all = Vec::with_capacity(size);
+                file.read_to_end(&mut all)?;
+                self.store.put(&key, PutPayload::from(all)).await?;
+                return Ok::<(), Box<dyn std::error::Error>>(());
+            }
+            let upload = self.store.put_multipart(&key).await?;
+            let mut parts = WriteMultipart::new_with_chunk_size(upload, PART);
+            let mut buf = vec![0u8; PART];
+            let sent: Result<(), Box<dyn std::error::Error>> = async {
                 loop {
                     let n = read_full(&mut file, &mut buf)?;
                     if n == 0 {
-                        break;
+                        return Ok(());
                     }
                     parts.wait_for_capacity(2).await?;
                     parts.write(&buf[..n]);
                 }
-                parts.finish().await?;
-                Ok(())
-            })
-            .map_err(|e| err(&e))?;
+            }
+            .await;
+            match sent {
+                Ok(()) => parts.finish().await.map(|_| ()).map_err(Into::into),
+                // No parts left behind in the bucket.
+                Err(e) => {
+                    let _ = parts.abort().await;
+                    Err(e)
+                }
+            }
+        })
+        .map_err(|e| err(&e))?;
         Ok(url)
     }
 
@@ -128,33 +165,49 @@ impl Remote {
         let key = url
             .strip_prefix(&format!("s3://{}/", self.bucket))
             .ok_or_else(|| format!("{url} is not in bucket {}", self.bucket))?;
-        self.runtime
-            .block_on(self.store.delete(&Key::from(key)))
-            .map_err(|e| format!("deleting {url}: {e}"))
+        self.block_on(self.store.delete(&Key::from(key)))
+            .map_err(|e| self.scrub(&format!("deleting {url}: {e}")))
     }
 }
 
-/// `$TMPDIR/millpond-writer-spool/<pid>`, empty: this process's files
-/// waiting for their upload. Folders of processes no longer running (a
-/// writer killed with files waiting; in a container, the writer restarted
-/// under the same pid) go first: their files were never registered from
-/// there, as only uploaded copies are.
-pub fn staging() -> PathBuf {
-    let base = std::env::temp_dir().join("millpond-writer-spool");
-    let own = std::process::id().to_string();
-    if let Ok(entries) = std::fs::read_dir(&base) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let running = name != own && Path::new("/proc").join(&name).exists();
-            if !running {
-                if let Err(err) = std::fs::remove_dir_all(e.path()) {
-                    tracing::warn!(folder = %e.path().display(), error = %err, "could not remove a spool folder left by a writer no longer running");
-                }
-            }
+/// The folder under `base` where this writer's files wait for their
+/// upload (`<uuid>`), and the lock that marks it in use while the writer
+/// runs. Folders whose lock no one holds were left by writers no longer
+/// running (killed with files waiting) and are removed: their files were
+/// never registered from there, only uploaded copies are. Locks rather
+/// than pids, so that writers sharing the folder across containers are safe.
+pub fn staging(base: &Path) -> Result<(PathBuf, File), String> {
+    let err = |e: std::io::Error| format!("the spool folder {}: {e}", base.display());
+    std::fs::create_dir_all(base).map_err(err)?;
+    for entry in std::fs::read_dir(base).map_err(err)?.flatten() {
+        let folder = entry.path();
+        let held = match File::open(folder.join(LOCK)) {
+            Ok(lock) => lock.try_lock().is_err(),
+            // Another writer's folder an instant before its lock exists.
+            Err(_) => entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < JUST_MADE)),
+        };
+        if held {
+            continue;
+        }
+        if let Err(e) = std::fs::remove_dir_all(&folder) {
+            tracing::warn!(folder = %folder.display(), error = %e, "could not remove a spool folder left by a writer no longer running");
         }
     }
-    base.join(own)
+    let own = base.join(uuid::Uuid::new_v4().to_string());
+    std::fs::create_dir_all(&own).map_err(err)?;
+    let lock = File::create(own.join(LOCK)).map_err(err)?;
+    lock.try_lock()
+        .map_err(|e| format!("locking {}: {e}", own.display()))?;
+    Ok((own, lock))
 }
+
+/// The lock file of a staging folder.
+const LOCK: &str = ".lock";
+/// A staging folder younger than this without its lock is being made.
+const JUST_MADE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Fills `buf` from `r` unless the file ends first; the bytes read.
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -168,6 +221,25 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
+/// The endpoint DuckDB sends a request for `bucket` to: `host:port` over
+/// https unless DUCKDB_S3_USE_SSL=false, the bucket a subdomain of the host
+/// unless DUCKDB_S3_URL_STYLE=path (object_store then takes the endpoint as
+/// it is, bucket included). `None`: AWS's own endpoint for the region.
+fn endpoint_url(bucket: &str, s3: &S3Config) -> Option<String> {
+    let endpoint = s3.endpoint.as_deref().filter(|e| !e.trim().is_empty())?;
+    let (scheme, host) = match endpoint.split_once("://") {
+        Some((scheme, host)) => (scheme, host),
+        None if s3.use_ssl.unwrap_or(true) => ("https", endpoint),
+        None => ("http", endpoint),
+    };
+    let host = host.trim_end_matches('/');
+    Some(if s3.url_style.as_deref() == Some("path") {
+        format!("{scheme}://{host}")
+    } else {
+        format!("{scheme}://{bucket}.{host}")
+    })
+}
+
 /// The bucket as DuckDB's settings describe it: an endpoint is `host:port`
 /// over https unless DUCKDB_S3_USE_SSL=false; `path` URL style addresses
 /// the bucket in the path.
@@ -177,19 +249,12 @@ fn store(bucket: &str, s3: &S3Config) -> Result<object_store::aws::AmazonS3, Str
         .with_access_key_id(s3.key_id.expose())
         .with_secret_access_key(s3.secret.expose())
         .with_region(s3.region.as_deref().unwrap_or("us-east-1"));
-    if let Some(endpoint) = s3.endpoint.as_deref().filter(|e| !e.trim().is_empty()) {
-        let https = s3.use_ssl.unwrap_or(true);
-        let url = if endpoint.contains("://") {
-            endpoint.to_owned()
-        } else {
-            format!("{}://{endpoint}", if https { "https" } else { "http" })
-        };
+    if let Some(url) = endpoint_url(bucket, s3) {
         b = b
             .with_allow_http(url.starts_with("http://"))
             .with_endpoint(url);
     }
-    let path_style = s3.url_style.as_deref() == Some("path");
-    b = b.with_virtual_hosted_style_request(!path_style);
+    b = b.with_virtual_hosted_style_request(s3.url_style.as_deref() != Some("path"));
     // The keys stay out of the message: the builder's errors name settings.
     b.build()
         .map_err(|e| format!("the S3 settings (DUCKDB_S3_*) do not make a client: {e}"))
@@ -213,49 +278,73 @@ mod tests {
 
     #[test]
     fn files_go_to_the_tables_folder_under_the_data_path() {
-        let r = Remote::for_data_path("s3://b/lake/", Some(&s3()), "main/events", "/tmp/x".into())
-            .unwrap()
-            .unwrap();
+        let base = tempfile::tempdir().unwrap();
+        let remote =
+            |path: &str| Remote::for_data_path(path, Some(&s3()), "main/events", base.path());
+        let r = remote("s3://b/lake/").unwrap().unwrap();
         assert_eq!(
             r.url(Path::new("/tmp/x/ducklake-1.parquet")),
             "s3://b/lake/main/events/ducklake-1.parquet"
         );
-        let bare = Remote::for_data_path("s3://b", Some(&s3()), "main/events", "/tmp/x".into())
-            .unwrap()
-            .unwrap();
+        let bare = remote("s3://b").unwrap().unwrap();
         assert_eq!(
             bare.url(Path::new("f.parquet")),
             "s3://b/main/events/f.parquet"
         );
-        assert!(
-            Remote::for_data_path("/data/", None, "main/events", "/tmp/x".into())
-                .unwrap()
-                .is_none()
+        assert!(remote("/data/").unwrap().is_none());
+        assert!(remote("s3:///x").is_err());
+    }
+
+    #[test]
+    fn the_endpoint_is_the_one_duckdb_uses() {
+        let mut c = s3();
+        assert_eq!(endpoint_url("b", &c).unwrap(), "http://127.0.0.1:9000");
+        c.url_style = None;
+        c.use_ssl = None;
+        c.endpoint = Some("s3.eu-west-1.amazonaws.com".into());
+        assert_eq!(
+            endpoint_url("b", &c).unwrap(),
+            "https://b.s3.eu-west-1.amazonaws.com"
         );
-        assert!(Remote::for_data_path("s3:///x", Some(&s3()), "m/e", "/tmp/x".into()).is_err());
+        c.url_style = Some("vhost".into());
+        c.endpoint = Some("http://minio:9000/".into());
+        assert_eq!(endpoint_url("b", &c).unwrap(), "http://b.minio:9000");
+        c.endpoint = None;
+        assert_eq!(endpoint_url("b", &c), None);
     }
 
     #[test]
-    fn staging_removes_the_folders_of_writers_no_longer_running() {
-        let base = std::env::temp_dir().join("millpond-writer-spool");
-        // Past the kernel's largest pid: no such process.
-        let dead = base.join("4194305");
-        std::fs::create_dir_all(&dead).unwrap();
-        std::fs::write(dead.join("ducklake-x.parquet"), b"x").unwrap();
-        let own = staging();
-        assert_eq!(own, base.join(std::process::id().to_string()));
+    fn staging_keeps_live_folders_and_removes_the_rest() {
+        let base = tempfile::tempdir().unwrap();
+        let (live, _held) = staging(base.path()).unwrap();
+        std::fs::write(live.join("ducklake-a.parquet"), b"a").unwrap();
+        // A writer killed with a file waiting: its lock is no longer held.
+        let (dead, lock) = staging(base.path()).unwrap();
+        std::fs::write(dead.join("ducklake-b.parquet"), b"b").unwrap();
+        drop(lock);
+        let (own, _lock) = staging(base.path()).unwrap();
+        assert!(
+            live.join("ducklake-a.parquet").exists(),
+            "a running writer's folder stays"
+        );
         assert!(!dead.exists(), "the dead writer's folder is gone");
+        assert!(own.exists() && own != live);
     }
 
     #[test]
-    fn debug_names_no_key() {
-        let r = Remote::for_data_path("s3://b/lake/", Some(&s3()), "main/events", "/tmp/x".into())
+    fn debug_and_errors_name_no_key() {
+        let base = tempfile::tempdir().unwrap();
+        let r = Remote::for_data_path("s3://b/lake/", Some(&s3()), "main/events", base.path())
             .unwrap()
             .unwrap();
         let shown = format!("{r:?}");
         assert!(
             !shown.contains("AKIDEXAMPLE") && !shown.contains("EXAMPLEKEY"),
             "{shown}"
+        );
+        assert_eq!(
+            r.scrub("body <AWSAccessKeyId>AKIDEXAMPLE</AWSAccessKeyId>"),
+            "body <AWSAccessKeyId>***</AWSAccessKeyId>"
         );
     }
 }
