@@ -161,6 +161,23 @@ def destination_wiring(docs: Docs, values: dict[str, Any]) -> list[str]:
     return problems
 
 
+def writer_spool_on_a_bounded_volume(docs: Docs, values: dict[str, Any]) -> list[str]:
+    """A DuckLake writer's /tmp (its files waiting for their upload) is an emptyDir of the set size."""
+    problems = []
+    for p, sts in pipeline_sts(docs, values):
+        if sts is None or p["destination"] != "ducklake":
+            continue
+        pod = sts["spec"]["template"]["spec"]
+        mounts = {m["mountPath"]: m["name"] for m in containers(sts)["writer"].get("volumeMounts", [])}
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        empty = volumes.get(mounts.get("/tmp", ""), {}).get("emptyDir")
+        if empty is None:
+            problems.append(f"{p['name']}: the writer's /tmp is no emptyDir")
+        elif empty.get("sizeLimit") != values["writer"]["spoolSizeLimit"]:
+            problems.append(f"{p['name']}: /tmp sizeLimit {empty.get('sizeLimit')!r}")
+    return problems
+
+
 def probes(docs: Docs, values: dict[str, Any]) -> list[str]:
     want = {
         "ingest": {"startupProbe": "/healthz", "livenessProbe": "/healthz", "readinessProbe": "/readyz"},
@@ -296,6 +313,7 @@ RENDERED_CHECKS: list[Callable[[Docs, dict[str, Any]], list[str]]] = [
     pod_name_from_downward_api,
     writer_on_loopback,
     destination_wiring,
+    writer_spool_on_a_bounded_volume,
     probes,
     termination_grace,
     no_inline_secrets,
@@ -347,6 +365,7 @@ BREAKS: dict[str, Callable[[Docs], None]] = {
     "writer_on_loopback": lambda d: set_env(containers(first_sts(d))["writer"], "MILLPOND_WRITER_ADDR", {"value": "0.0.0.0:50051"}),
     "destination_wiring": lambda d: containers(first_sts(d))["writer"].update(image="registry.test/millpond-writer-hoglake:1"),
     "probes": break_probe,
+    "writer_spool_on_a_bounded_volume": lambda d: first_sts(d)["spec"]["template"]["spec"].pop("volumes"),
     "termination_grace": break_grace,
     "no_inline_secrets": lambda d: set_env(containers(first_sts(d))["writer"], "DUCKLAKE_RDS_PASSWORD", {"value": "hunter2"}),
     "credentials_isolated": lambda d: set_env(
