@@ -23,6 +23,11 @@
 # by more than most changes do. The run's files stay in $MILLPOND_STATE/bench
 # (in run-1 ... run-N with BENCH_RUNS).
 #
+# BENCH_LAKE=postgres-s3 puts Millpond's lake where production has it: a
+# Postgres catalog (a new database per run) and data in moto's S3, both
+# from scripts/services.sh; the default, embedded, is a SQLite catalog and
+# local data. The model keeps its own embedded lake either way.
+#
 # BENCH_JSONL=FILE measures Millpond alone on FILE's payloads (one per line)
 # served by the mock broker (BENCH_PARTITIONS default 64 then: it keeps
 # ~5 MiB per partition); scripts/bench-memory.sh uses it.
@@ -41,6 +46,39 @@ runs=${BENCH_RUNS:-1}
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || millpond_die "BENCH_RUNS=$runs: want a count of runs"
 [ "$runs" -eq 1 ] || [ -z "${BENCH_PERF:-}" ] || millpond_die "BENCH_PERF profiles one run: unset BENCH_RUNS"
 [ "$runs" -eq 1 ] || [ -z "${BENCH_JSONL:-}" ] || millpond_die "BENCH_RUNS is for the anchor workload, not BENCH_JSONL"
+lake_kind=${BENCH_LAKE:-embedded}
+case $lake_kind in
+    embedded) ;;
+    postgres-s3)
+        bash scripts/services.sh start >&2
+        eval "$(bash scripts/services.sh env)"
+        ;;
+    *) millpond_die "BENCH_LAKE=$lake_kind: want embedded or postgres-s3" ;;
+esac
+
+# postgres-s3: a new catalog database and data folder for run $1 in dir $2;
+# prints the writer's settings and leaves them for the lake checks in
+# $2/millpond-lake.kv.
+lake_env() {
+    local db=millpond_bench_$1 data="s3://$MILLPOND_TEST_S3_BUCKET/bench/$$-$1/"
+    PGPASSWORD=$MILLPOND_TEST_PG_PASSWORD PGOPTIONS='-c client_min_messages=warning' psql -X -q \
+        -h "$MILLPOND_TEST_PG_HOST" -p "$MILLPOND_TEST_PG_PORT" -U "$MILLPOND_TEST_PG_USER" -d "$MILLPOND_TEST_PG_DB" \
+        -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >&2
+    local s3_host=${MILLPOND_TEST_S3_ENDPOINT#http://}
+    cat >"$2/millpond-lake.kv" <<KV
+catalog=postgres:host=$MILLPOND_TEST_PG_HOST port=$MILLPOND_TEST_PG_PORT dbname=$db user=$MILLPOND_TEST_PG_USER password=$MILLPOND_TEST_PG_PASSWORD
+data=$data
+s3_key_id=$MILLPOND_TEST_S3_KEY_ID
+s3_secret=$MILLPOND_TEST_S3_SECRET
+s3_region=$MILLPOND_TEST_S3_REGION
+s3_endpoint=$s3_host
+KV
+    echo "DUCKLAKE_RDS_HOST=$MILLPOND_TEST_PG_HOST DUCKLAKE_RDS_PORT=$MILLPOND_TEST_PG_PORT" \
+        "DUCKLAKE_RDS_DATABASE=$db DUCKLAKE_RDS_USERNAME=$MILLPOND_TEST_PG_USER" \
+        "DUCKLAKE_RDS_PASSWORD=$MILLPOND_TEST_PG_PASSWORD DUCKLAKE_DATA_PATH=$data" \
+        "DUCKDB_S3_ACCESS_KEY_ID=$MILLPOND_TEST_S3_KEY_ID DUCKDB_S3_SECRET_ACCESS_KEY=$MILLPOND_TEST_S3_SECRET" \
+        "DUCKDB_S3_REGION=$MILLPOND_TEST_S3_REGION DUCKDB_S3_ENDPOINT=$s3_host DUCKDB_S3_USE_SSL=false DUCKDB_S3_URL_STYLE=path"
+}
 
 if [ -n "${BENCH_JSONL:-}" ]; then
     [ -f "$BENCH_JSONL" ] || millpond_die "BENCH_JSONL=$BENCH_JSONL: no such file"
@@ -93,7 +131,7 @@ echo "producing $events events to nisshi on $bootstrap ($partitions partitions)"
     --partitions "$partitions" --stats-out "$dir/gen.json" >"$dir/gen.log" \
     || millpond_die "gen_events.py failed: $(cat "$dir/gen.log")"
 
-echo "workload: $events events from gen_events.py (seed ${BENCH_SEED:-42}, poison rate ${BENCH_POISON_RATE:-0.01}), nisshi memory storage, $partitions partitions, FLUSH_SIZE $flush_size, embedded DuckLake; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "workload: $events events from gen_events.py (seed ${BENCH_SEED:-42}, poison rate ${BENCH_POISON_RATE:-0.01}), nisshi memory storage, $partitions partitions, FLUSH_SIZE $flush_size, DuckLake: $lake_kind; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 failed=0
 for k in $(seq "$runs"); do
     run=$dir group=millpond-bench py_group=py-baseline
@@ -102,8 +140,10 @@ for k in $(seq "$runs"); do
         mkdir -p "$run" && cp "$dir/gen.json" "$run/"
         echo "run $k of $runs"
     fi
+    lake=""
+    [ "$lake_kind" = embedded ] || lake=$(lake_env "$k" "$run")
     # "$"-prefixed keys become columns, as in the model (which quotes every name).
-    BENCH_EXTRA_ENV="DUCKLAKE_QUOTED_COLUMNS=true ${BENCH_EXTRA_ENV:-}" BENCH_BROKER_PID=$broker \
+    BENCH_EXTRA_ENV="DUCKLAKE_QUOTED_COLUMNS=true $lake ${BENCH_EXTRA_ENV:-}" BENCH_BROKER_PID=$broker \
         BENCH_FLUSH_SIZE=$flush_size BENCH_GROUP_ID=$group scripts/bench-pipeline.sh "$bootstrap" events "$events" "$run" \
         || { failed=1; continue; }
 

@@ -22,7 +22,7 @@ MIB = 1024 * 1024
 
 
 def read_kv(path: Path) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in path.read_text().split() if "=" in line)
+    return dict(line.strip().split("=", 1) for line in path.read_text().splitlines() if "=" in line)
 
 
 def metrics(path: Path) -> list[tuple[str, dict[str, str], float]]:
@@ -122,13 +122,19 @@ def millpond(run: Path) -> int:
     return 0 if report_checks(checks) else 1
 
 
-def lake_facts(catalog: str, data: str, ext_dir: str) -> dict:
+def lake_facts(catalog: str, data: str, ext_dir: str, s3: dict | None = None) -> dict:
     import duckdb
 
     con = duckdb.connect(config={"extension_directory": ext_dir, "autoinstall_known_extensions": False})
     con.execute("LOAD ducklake")
     if catalog.startswith("sqlite:"):
         con.execute("LOAD sqlite_scanner")
+    if catalog.startswith("postgres:"):
+        con.execute("LOAD postgres_scanner")
+    if s3:
+        con.execute("LOAD httpfs")
+        con.execute(f"CREATE SECRET (TYPE s3, KEY_ID '{s3['s3_key_id']}', SECRET '{s3['s3_secret']}', "
+                    f"REGION '{s3['s3_region']}', ENDPOINT '{s3['s3_endpoint']}', USE_SSL false, URL_STYLE 'path')")
     con.execute(f"ATTACH 'ducklake:{catalog}' AS lake (DATA_PATH '{data}', READ_ONLY)")
     rows, distinct_uuid, null_keys, team_id_sum = con.execute(
         "SELECT count(*), count(DISTINCT uuid), count(*) FILTER (uuid IS NULL OR event IS NULL OR team_id IS NULL), "
@@ -167,9 +173,13 @@ def compare(run: Path) -> int:
     n = gen["count"]
 
     lake_dir = run / "millpond-lake"
-    mp_catalog = (f"sqlite:{lake_dir}/catalog.sqlite" if (lake_dir / "catalog.sqlite").exists()
-                  else f"{lake_dir}/catalog.ducklake")
-    mp_lake = lake_facts(mp_catalog, f"{lake_dir}/data/", s["ext_dir"])
+    if (run / "millpond-lake.kv").exists():  # BENCH_LAKE=postgres-s3
+        kv = read_kv(run / "millpond-lake.kv")
+        mp_lake = lake_facts(kv["catalog"], kv["data"], s["ext_dir"], s3=kv)
+    else:
+        mp_catalog = (f"sqlite:{lake_dir}/catalog.sqlite" if (lake_dir / "catalog.sqlite").exists()
+                      else f"{lake_dir}/catalog.ducklake")
+        mp_lake = lake_facts(mp_catalog, f"{lake_dir}/data/", s["ext_dir"])
     py_lake = lake_facts(f"{run}/py-lake/catalog.ducklake", f"{run}/py-lake/data/", s["ext_dir"])
 
     consumed, written, skipped = base["records_consumed"], base["records_written"], base["records_skipped"]
