@@ -104,34 +104,32 @@ fn kill9_of_writer_mid_flush_loses_and_duplicates_nothing() {
 /// arrives: the files the dead writer registered are the flush.
 #[test]
 fn kill9_of_writer_after_registering_files_loses_and_duplicates_nothing() {
-    let lake = kill9_of_writer_after_commit(
-        Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0"),
-    );
-    let writers = lake.data_file_writers();
-    assert!(
-        !writers.is_empty() && writers.iter().all(|w| w.starts_with("parquet-rs")),
-        "every flush went to files: {writers:?}"
-    );
+    kill9_after_registering_files(Backend::Embedded);
 }
 
 /// The same on a lake whose data is on S3: the files are uploaded to the
 /// table's folder in the bucket before they are registered.
 #[test]
 fn kill9_of_writer_after_registering_files_on_s3_loses_and_duplicates_nothing() {
-    let lake = kill9_of_writer_after_commit(
-        Lake::new(Backend::PostgresS3, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0"),
-    );
-    let writers = lake.data_file_writers();
-    assert!(
-        !writers.is_empty() && writers.iter().all(|w| w.starts_with("parquet-rs")),
-        "every flush went to files: {writers:?}"
-    );
+    let lake = kill9_after_registering_files(Backend::PostgresS3);
     let prefix = format!("{}main/events/", lake.data_path());
     assert!(
         lake.data_files().iter().all(|f| f.starts_with(&prefix)),
         "the files are in the table's folder in the bucket: {:?}",
         lake.data_files()
     );
+}
+
+fn kill9_after_registering_files(backend: Backend) -> Lake {
+    let lake = kill9_of_writer_after_commit(
+        Lake::new(backend, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0"),
+    );
+    let writers = lake.data_file_writers();
+    assert!(
+        !writers.is_empty() && writers.iter().all(|w| w.starts_with("parquet-rs")),
+        "every flush went to files: {writers:?}"
+    );
+    lake
 }
 
 fn kill9_of_writer_after_commit(lake: Lake) -> Lake {
