@@ -173,6 +173,17 @@ async fn postgres_outage_retries_then_fails_loudly_without_ack() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_outage_retries_then_fails_loudly_without_ack() {
+    s3_outage(false).await;
+}
+
+/// The same for a streamed flush the writer puts in files: their upload
+/// fails, and nothing is acknowledged or recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_outage_during_a_files_upload_fails_loudly_without_ack() {
+    s3_outage(true).await;
+}
+
+async fn s3_outage(streamed: bool) {
     // A private moto server that the test can stop.
     let port = free_port();
     let python = required_env("MILLPOND_PYTHON");
@@ -194,7 +205,8 @@ async fn s3_outage_retries_then_fails_loudly_without_ack() {
         .success());
     let lake = Lake::new(Backend::PostgresS3, "events")
         .with_env("DUCKDB_S3_ENDPOINT", &format!("127.0.0.1:{port}"))
-        .with_env("DUCKLAKE_DATA_PATH", &format!("s3://{bucket}/data/"));
+        .with_env("DUCKLAKE_DATA_PATH", &format!("s3://{bucket}/data/"))
+        .with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
     let mut w = Writer::start(&lake);
     let mut c = client(&w.addr).await;
     put(
@@ -207,14 +219,25 @@ async fn s3_outage_retries_then_fails_loudly_without_ack() {
 
     server.kill().unwrap();
     server.wait().unwrap();
-    let err = put(
-        &mut c,
-        &descriptor("lost", vec![r(0, 100, 199)], 100),
-        vec![rows(100, 100)],
-    )
-    .await
-    .expect_err("no ack while S3 is down");
-    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    let lost = descriptor("lost", vec![r(0, 100, 199)], 100);
+    if streamed {
+        let deadline = Duration::from_secs(60);
+        let mut sender = millpond_ingest::flight::WriterClient::new(w.addr.clone());
+        let stream = sender
+            .open("lost", &rows(100, 100), deadline)
+            .await
+            .unwrap();
+        let err = stream
+            .finish(&lost, deadline)
+            .await
+            .expect_err("no ack while S3 is down");
+        assert!(format!("{err:?}").contains("upload"), "{err:?}");
+    } else {
+        let err = put(&mut c, &lost, vec![rows(100, 100)])
+            .await
+            .expect_err("no ack while S3 is down");
+        assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    }
     let status = w.proc.wait_exit(Duration::from_secs(20));
     assert!(!status.success());
     assert!(

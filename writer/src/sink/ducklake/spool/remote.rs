@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as Key;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, RetryConfig, WriteMultipart};
 
 use crate::sink::ducklake::config::S3Config;
 
@@ -248,7 +248,14 @@ fn store(bucket: &str, s3: &S3Config) -> Result<object_store::aws::AmazonS3, Str
         .with_bucket_name(bucket)
         .with_access_key_id(s3.key_id.expose())
         .with_secret_access_key(s3.secret.expose())
-        .with_region(s3.region.as_deref().unwrap_or("us-east-1"));
+        .with_region(s3.region.as_deref().unwrap_or("us-east-1"))
+        // A few quick retries per request; past them the flush's own retry
+        // ladder takes over, so an outage ends in a crash Kafka replays.
+        .with_retry(RetryConfig {
+            max_retries: 3,
+            retry_timeout: std::time::Duration::from_secs(60),
+            ..Default::default()
+        });
     if let Some(url) = endpoint_url(bucket, s3) {
         b = b
             .with_allow_http(url.starts_with("http://"))
