@@ -65,6 +65,8 @@ lake_env() {
         -h "$MILLPOND_TEST_PG_HOST" -p "$MILLPOND_TEST_PG_PORT" -U "$MILLPOND_TEST_PG_USER" -d "$MILLPOND_TEST_PG_DB" \
         -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >&2
     local s3_host=${MILLPOND_TEST_S3_ENDPOINT#http://}
+    # The test services' credentials: readable by this user only.
+    (umask 077 && : >"$2/millpond-lake.kv")
     cat >"$2/millpond-lake.kv" <<KV
 catalog=postgres:host=$MILLPOND_TEST_PG_HOST port=$MILLPOND_TEST_PG_PORT dbname=$db user=$MILLPOND_TEST_PG_USER password=$MILLPOND_TEST_PG_PASSWORD
 data=$data

@@ -11,9 +11,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use futures::stream::{FuturesUnordered, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as Key;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload, RetryConfig, WriteMultipart};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 
 use crate::sink::ducklake::config::S3Config;
 
@@ -133,28 +134,31 @@ impl Remote {
                 self.store.put(&key, PutPayload::from(all)).await?;
                 return Ok::<(), Box<dyn std::error::Error>>(());
             }
-            let upload = self.store.put_multipart(&key).await?;
-            let mut parts = WriteMultipart::new_with_chunk_size(upload, PART);
-            let mut buf = vec![0u8; PART];
+            let mut upload = self.store.put_multipart(&key).await?;
             let sent: Result<(), Box<dyn std::error::Error>> = async {
+                let mut in_flight = FuturesUnordered::new();
                 loop {
-                    let n = read_full(&mut file, &mut buf)?;
+                    let mut part = vec![0u8; PART];
+                    let n = read_full(&mut file, &mut part)?;
                     if n == 0 {
-                        return Ok(());
+                        break;
                     }
-                    parts.wait_for_capacity(2).await?;
-                    parts.write(&buf[..n]);
+                    part.truncate(n);
+                    if in_flight.len() >= 2 {
+                        in_flight.try_next().await?;
+                    }
+                    in_flight.push(upload.put_part(PutPayload::from(part)));
                 }
+                while in_flight.try_next().await?.is_some() {}
+                upload.complete().await?;
+                Ok(())
             }
             .await;
-            match sent {
-                Ok(()) => parts.finish().await.map(|_| ()).map_err(Into::into),
-                // No parts left behind in the bucket.
-                Err(e) => {
-                    let _ = parts.abort().await;
-                    Err(e)
-                }
+            if sent.is_err() {
+                // No parts left behind in the bucket, whichever step failed.
+                let _ = upload.abort().await;
             }
+            sent
         })
         .map_err(|e| err(&e))?;
         Ok(url)
@@ -196,11 +200,16 @@ pub fn staging(base: &Path) -> Result<(PathBuf, File), String> {
             tracing::warn!(folder = %folder.display(), error = %e, "could not remove a spool folder left by a writer no longer running");
         }
     }
-    let own = base.join(uuid::Uuid::new_v4().to_string());
+    let id = uuid::Uuid::new_v4().to_string();
+    let own = base.join(&id);
     std::fs::create_dir_all(&own).map_err(err)?;
-    let lock = File::create(own.join(LOCK)).map_err(err)?;
+    // Locked under another name first: a writer starting meanwhile sees
+    // either no lock (a folder being made) or a held one, never a free one.
+    let made = own.join(format!("{LOCK}.{id}"));
+    let lock = File::create(&made).map_err(err)?;
     lock.try_lock()
-        .map_err(|e| format!("locking {}: {e}", own.display()))?;
+        .map_err(|e| format!("locking {}: {e}", made.display()))?;
+    std::fs::rename(&made, own.join(LOCK)).map_err(err)?;
     Ok((own, lock))
 }
 
@@ -223,8 +232,9 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// The endpoint DuckDB sends a request for `bucket` to: `host:port` over
 /// https unless DUCKDB_S3_USE_SSL=false, the bucket a subdomain of the host
-/// unless DUCKDB_S3_URL_STYLE=path (object_store then takes the endpoint as
-/// it is, bucket included). `None`: AWS's own endpoint for the region.
+/// unless DUCKDB_S3_URL_STYLE=path. With the bucket in the host,
+/// object_store takes the endpoint as it is. `None`: AWS's own endpoint
+/// for the region.
 fn endpoint_url(bucket: &str, s3: &S3Config) -> Option<String> {
     let endpoint = s3.endpoint.as_deref().filter(|e| !e.trim().is_empty())?;
     let (scheme, host) = match endpoint.split_once("://") {
