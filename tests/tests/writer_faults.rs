@@ -141,7 +141,7 @@ async fn postgres_outage_retries_then_fails_loudly_without_ack() {
     .await
     .unwrap();
 
-    proxy.cut();
+    proxy.cut().await;
     let started = std::time::Instant::now();
     let err = put(
         &mut c,

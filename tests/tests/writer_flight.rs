@@ -1684,3 +1684,67 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         })
         .collect()
 }
+
+/// A column added behind the writer's back between its read of the table
+/// and its write transaction, on S3: the transaction refuses the flush
+/// before any COMMIT, the retry writes the files again with the column,
+/// uploads those, and deletes the first uploads, which nothing registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_written_again_on_s3_replace_their_first_uploads() {
+    let lake = Lake::new(Backend::PostgresS3, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
+    let writer = Writer::start_with(
+        &lake,
+        &[("MILLPOND_FAILPOINT", "pause_before_publish:4000")],
+    );
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let deadline = STREAM_DEADLINE;
+    let stream = sender
+        .open("s1", &long_rows(0, 10), deadline)
+        .await
+        .unwrap();
+    stream
+        .finish(&descriptor("s1", vec![r(0, 0, 9)], 10), deadline)
+        .await
+        .unwrap();
+    let stream = sender
+        .open("s2", &long_rows(10, 10), deadline)
+        .await
+        .unwrap();
+    let d2 = descriptor("s2", vec![r(0, 10, 19)], 10);
+    let finish = tokio::spawn(async move { stream.finish(&d2, deadline).await });
+    // The writer read the table and holds before uploading s2's files.
+    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+    lake.admin()
+        .execute_batch(
+            "SET preserve_insertion_order = false; \
+             ALTER TABLE lake.main.events ADD COLUMN d VARCHAR; \
+             INSERT INTO lake.main.events (seq, id, d) SELECT 100 + i, 100 + i, 'x' FROM range(5) t(i)",
+        )
+        .unwrap();
+    let ack = finish.await.unwrap().unwrap();
+    assert_eq!((ack.rows_written, ack.outcome()), (10, AckOutcome::Written));
+    assert!(
+        writer.metric(
+            "millpond_errors_total",
+            &[("type", "ducklake_commit_contention")]
+        ) >= 1.0,
+        "the first attempt was refused"
+    );
+    writer.stop();
+    assert_eq!(lake.count(), 25);
+    assert_eq!(
+        lake.query("SELECT count(d), count(*) FILTER (WHERE d IS NULL) FROM lake.main.events"),
+        ["5|20"]
+    );
+    let prefix = format!("{}main/events/", lake.data_path());
+    let listed = lake.data_files();
+    let stray: Vec<String> = lake
+        .storage_files()
+        .into_keys()
+        .filter(|f| f.starts_with(&prefix) && !listed.contains(f))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "first uploads left in the bucket: {stray:?}"
+    );
+}

@@ -66,6 +66,10 @@ pub struct DuckLakeSink {
     /// Test hook (MILLPOND_FAILPOINT=pause_before_commit:<ms>): hold the
     /// write transaction open before COMMIT, to race another writer.
     pause_before_commit: Option<std::time::Duration>,
+    /// Test hook (MILLPOND_FAILPOINT=pause_before_publish:<ms>): hold a
+    /// streamed flush between reading the table's columns and uploading
+    /// (or listing) its files, to change the table behind its back.
+    pause_before_publish: Option<std::time::Duration>,
     /// uuid rewrites already logged: (column, live type).
     uuid_rewrites: std::collections::HashSet<(String, String)>,
     /// Whether the last `commit` issued COMMIT, and whether it failed on
@@ -136,6 +140,7 @@ impl DuckLakeSink {
             flushes: 0,
             fence: Fence::new(cfg_owner, cfg_lease),
             pause_before_commit: None,
+            pause_before_publish: None,
             uuid_rewrites: std::collections::HashSet::new(),
             commit_sent: false,
             rows_refused: false,
@@ -156,8 +161,9 @@ impl DuckLakeSink {
     }
 
     /// Installs the DuckLake test hooks MILLPOND_FAILPOINT may name:
-    /// `pause_before_commit:<ms>` (each write transaction) and
-    /// `pause_in_claim:<ms>` (each lease claim).
+    /// `pause_before_commit:<ms>` (each write transaction),
+    /// `pause_before_publish:<ms>` (each attempt to register a streamed
+    /// flush's files) and `pause_in_claim:<ms>` (each lease claim).
     pub fn with_failpoint(mut self, failpoint: Option<&str>) -> Self {
         let pause = |prefix: &str| {
             failpoint
@@ -166,6 +172,7 @@ impl DuckLakeSink {
                 .map(std::time::Duration::from_millis)
         };
         self.pause_before_commit = pause("pause_before_commit:");
+        self.pause_before_publish = pause("pause_before_publish:");
         self.fence.pause_in_claim = pause("pause_in_claim:");
         self
     }

@@ -493,6 +493,10 @@ impl DuckLakeSink {
             .into_iter()
             .chain(columns.ddl.iter().cloned())
             .collect();
+        if let Some(pause) = self.pause_before_publish {
+            tracing::warn!(flush_id = %flush.id, ms = pause.as_millis() as u64, "failpoint pause_before_publish");
+            std::thread::sleep(pause);
+        }
         let spool = st.spool.as_mut().expect("spooled");
         // For a lake on S3, the files are uploaded here.
         let files = spool
