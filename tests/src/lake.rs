@@ -340,6 +340,17 @@ impl Lake {
         codecs
     }
 
+    /// Files in storage under the table's folder that the table does not
+    /// list: never registered (or no longer).
+    pub fn unregistered_table_files(&self) -> Vec<String> {
+        let folder = format!("{}main/{}/", self.data_path(), self.table);
+        let listed = self.data_files();
+        self.storage_files()
+            .into_keys()
+            .filter(|f| f.starts_with(&folder) && !listed.contains(f))
+            .collect()
+    }
+
     /// Every object under the data path and its size, as storage lists it.
     pub fn storage_files(&self) -> std::collections::BTreeMap<String, i64> {
         let conn = self.reader();

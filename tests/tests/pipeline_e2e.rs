@@ -178,12 +178,7 @@ fn kill9_of_writer_mid_stream_to_files_rereads_the_flush_from_kafka() {
     let lake = kill9_mid_stream(
         Lake::new(Backend::Embedded, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0"),
     );
-    let listed = lake.data_files();
-    let orphans: Vec<String> = lake
-        .storage_files()
-        .into_keys()
-        .filter(|f| f.contains("/main/events/") && !listed.iter().any(|l| l == f))
-        .collect();
+    let orphans = lake.unregistered_table_files();
     assert!(
         !orphans.is_empty(),
         "the dead writer's half-written file stays out of the table"
@@ -216,12 +211,7 @@ fn kill9_of_writer_mid_stream_to_files_on_s3_leaves_nothing_behind() {
     assert!(left.is_empty(), "{left:?}");
     // The flush resent whole is DuckDB's insert; the dead writer's files
     // waited in its local folder.
-    let listed = lake.data_files();
-    let stray: Vec<String> = lake
-        .storage_files()
-        .into_keys()
-        .filter(|f| f.contains("/main/events/") && !listed.iter().any(|l| l == f))
-        .collect();
+    let stray = lake.unregistered_table_files();
     assert!(
         stray.is_empty(),
         "unregistered files in the bucket: {stray:?}"

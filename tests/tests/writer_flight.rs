@@ -1736,13 +1736,7 @@ async fn files_written_again_on_s3_replace_their_first_uploads() {
         lake.query("SELECT count(d), count(*) FILTER (WHERE d IS NULL) FROM lake.main.events"),
         ["5|20"]
     );
-    let prefix = format!("{}main/events/", lake.data_path());
-    let listed = lake.data_files();
-    let stray: Vec<String> = lake
-        .storage_files()
-        .into_keys()
-        .filter(|f| f.starts_with(&prefix) && !listed.contains(f))
-        .collect();
+    let stray = lake.unregistered_table_files();
     assert!(
         stray.is_empty(),
         "first uploads left in the bucket: {stray:?}"
