@@ -12,7 +12,7 @@ use millpond_shared::metrics::{
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
-use crate::buffer::{Added, Cut, Record};
+use crate::buffer::{record_digest, Added, Cut, Record};
 use crate::config::IngestConfig;
 use crate::flight::{FlushStream, SendError, WriterClient};
 use crate::freshness::Freshness;
@@ -71,10 +71,12 @@ fn left(until: Instant) -> Duration {
 
 /// What a flush rebuilt from Kafka must match: the same records with the
 /// same outcome (row, record dead letter, or neither: tombstone or
-/// filtered), so the counts ingest already made stay true. Value-level
-/// dead letters may differ (which keys overflow the column limit depends
-/// on the order columns are first seen) without changing any record's
-/// outcome.
+/// filtered), so the counts ingest already made stay true. Counts alone
+/// would pass a rebuild whose allowlist changed to keep other records in
+/// the same number; the digests say which records are rows and which are
+/// dead letters, and why. Value-level dead letters may differ (which keys
+/// overflow the column limit depends on the order columns are first seen)
+/// without changing any record's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Rebuild {
     flush_id: String,
@@ -82,18 +84,30 @@ struct Rebuild {
     ranges: Vec<OffsetRange>,
     records: usize,
     rows: u64,
+    rows_digest: u64,
     record_dead_letters: usize,
+    dead_letters_digest: u64,
 }
 
 impl Rebuild {
-    fn of(desc: &FlushDescriptor, records: usize) -> Self {
+    fn of(desc: &FlushDescriptor, records: usize, rows_digest: u64) -> Self {
+        let letters = desc.dead_letters.iter().filter(|l| !l.value_level);
+        let dead_letters_digest = letters.clone().fold(0u64, |sum, l| {
+            // FNV-1a of the reason.
+            let reason = l.reason.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+            sum.wrapping_add(record_digest(l.partition, l.offset) ^ reason)
+        });
         Rebuild {
             flush_id: desc.flush_id.clone(),
             trigger: desc.trigger(),
             ranges: desc.ranges.clone(),
             records,
             rows: desc.expected_rows,
-            record_dead_letters: desc.dead_letters.iter().filter(|l| !l.value_level).count(),
+            rows_digest,
+            record_dead_letters: letters.count(),
+            dead_letters_digest,
         }
     }
 }
@@ -378,7 +392,7 @@ impl Pipeline {
         })?;
         drop(consumer);
         let cut = stages.cut(&topic, want.trigger, want.flush_id.clone())?.cut;
-        let got = Rebuild::of(&cut.descriptor, cut.records);
+        let got = Rebuild::of(&cut.descriptor, cut.records, cut.rows_digest);
         if got != *want {
             // Ranges, records or their outcome differ (records gone from
             // Kafka, an allowlist changed meanwhile): exit, and let the
@@ -477,6 +491,7 @@ impl Pipeline {
             batches,
             bytes,
             records,
+            rows_digest,
         } = staged.cut;
         let flush_id = desc.flush_id.clone();
         let ranges = desc.ranges.clone();
@@ -523,7 +538,7 @@ impl Pipeline {
             Some(ack) => ack,
             None => {
                 // Only the counts are needed now, not the dead letters.
-                let want = Rebuild::of(&desc, records);
+                let want = Rebuild::of(&desc, records, rows_digest);
                 drop(desc);
                 whole = Some(whole_reason::REREAD);
                 self.resend_from_kafka(&want, until)?
@@ -566,6 +581,32 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use millpond_proto::DeadLetter;
+
+    /// A rebuilt flush with its record dead letters at other offsets, or
+    /// for another reason, is another flush, though the counts agree.
+    #[test]
+    fn a_rebuild_compares_which_records_are_dead_letters() {
+        let desc = |offset: i64, reason: &str| FlushDescriptor {
+            flush_id: "f".into(),
+            dead_letters: vec![DeadLetter {
+                partition: 0,
+                offset,
+                reason: reason.into(),
+                ..DeadLetter::default()
+            }],
+            ..FlushDescriptor::default()
+        };
+        let of = |offset, reason| Rebuild::of(&desc(offset, reason), 2, 7);
+        assert_eq!(of(1, "invalid_json"), of(1, "invalid_json"));
+        assert_ne!(of(1, "invalid_json"), of(0, "invalid_json"));
+        assert_ne!(of(1, "invalid_json"), of(1, "not_an_object"));
+        assert_ne!(
+            of(1, "invalid_json"),
+            Rebuild::of(&desc(1, "invalid_json"), 2, 8)
+        );
+    }
 
     #[test]
     fn batch_size_shrinks_with_fullness() {

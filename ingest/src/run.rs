@@ -1,7 +1,6 @@
 //! The ingest binary: config, HTTP, resume points from Kafka and the lake,
 //! static assignment, then the consume loop until SIGTERM.
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -36,9 +35,9 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
     let metrics = IngestMetrics::new(&registry);
     let health = Arc::new(IngestHealth::default());
-    let http_addr: SocketAddr =
-        format!("{}:{}", cfg.common.http_host, cfg.common.http_port).parse()?;
-    let http = millpond_shared::http::serve(http_addr, registry.clone(), health.clone()).await?;
+    let http =
+        millpond_shared::http::serve(cfg.common.http_addr(), registry.clone(), health.clone())
+            .await?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();

@@ -137,6 +137,23 @@ async fn metrics_describe_a_known_lake(backend: Backend) {
         "no other reasons, and the dead-letter table is no table of its own here"
     );
 
+    // A catalog that cannot be reached: the read fails, and counts.
+    if backend == Backend::PostgresS3 {
+        let closed = free_port().to_string();
+        let run = lake_cli_with(
+            &lake,
+            &[("DUCKLAKE_RDS_PORT", closed.as_str())],
+            &["metrics", "--once"],
+        );
+        assert_eq!(run.code, Some(1), "{run:#?}");
+        assert_eq!(value(&run.stdout, "millpond_lake_up", &[]), 0.0);
+        assert_eq!(
+            value(&run.stdout, "millpond_lake_collect_errors_total", &[]),
+            1.0,
+            "a catalog that cannot be opened is a failed read"
+        );
+    }
+
     // A receiver that refuses the push fails the run.
     let refusing = Receiver::start(500);
     let env = [("DUCKLAKE_METRICS_PUSH_URL", refusing.url.as_str())];

@@ -121,6 +121,47 @@ fn replay_applies_the_pre_write_sort() {
     );
 }
 
+/// The pipeline's filters apply to a replay too, and its summary says how
+/// many records they dropped: those are neither rows nor dead letters.
+#[test]
+fn replay_reports_what_its_filters_dropped() {
+    let lake = Lake::new(Backend::Embedded, "events");
+    let w = Writer::start(&lake);
+    let file = lake.dir.path().join("teams.jsonl");
+    std::fs::write(
+        &file,
+        "{\"team\":3,\"seq\":0}\n{\"team\":1,\"seq\":1}\n{\"team\":3,\"seq\":2}\n{\"team\":2,\"seq\":3}\n",
+    )
+    .unwrap();
+    let out = Command::new(binary("millpond-replay"))
+        .env("MILLPOND_FILTER_DROP_FIELD_NAME", "team")
+        .env("MILLPOND_FILTER_DROP_VALUES", "3")
+        .args(["--writer", &w.addr, "--topic", "events", "--partition", "0"])
+        .args(["--jsonl", &file.display().to_string(), "--from", "0"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout
+            .contains("4 records, 0 not JSON objects, 0 tombstones, 2 filtered: filter_dropped 2"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Written, 2 rows and 0 dead letters"),
+        "{stdout}"
+    );
+    w.stop();
+    assert_eq!(
+        lake.query("SELECT string_agg(seq::VARCHAR, ',' ORDER BY seq) FROM lake.main.events"),
+        ["1,3"]
+    );
+}
+
 /// MILLPOND_TYPED_COLUMNS pins columns: a uuid column lands as a DuckDB
 /// UUID and a timestamp as TIMESTAMPTZ; values that do not convert are
 /// NULL in their row and dead letters (`column_coercion`).

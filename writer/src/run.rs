@@ -1,6 +1,5 @@
 //! The writer binary: parse config, connect the sink, serve Flight and HTTP,
 //! exit non-zero when a write exhausts its retries.
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,9 +41,9 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     .await?;
     // HTTP (and with it /readyz) only once Flight is listening: ready means
     // a flush can be sent.
-    let http_addr: SocketAddr =
-        format!("{}:{}", cfg.common.http_host, cfg.common.http_port).parse()?;
-    let http = millpond_shared::http::serve(http_addr, registry.clone(), health.clone()).await?;
+    let http =
+        millpond_shared::http::serve(cfg.common.http_addr(), registry.clone(), health.clone())
+            .await?;
 
     tracing::info!(flight = %server.addr, http = %http, destination = cfg.sink.name(), table = %cfg.sink.qualified_table(), "writer ready");
 

@@ -141,12 +141,22 @@ fn main() -> anyhow::Result<()> {
         &cut.batches,
         Duration::from_secs(60),
     ))?;
+    // Filtered records are neither rows nor dead letters: say so, since a
+    // replay with the pipeline's filters may drop the records it was for.
+    let filtered: usize = added.filtered.iter().map(|(_, n)| n).sum();
+    let reasons: Vec<String> = added
+        .filtered
+        .iter()
+        .map(|(reason, n)| format!("{reason} {n}"))
+        .collect();
     println!(
-        "flush {} ({} records, {} not JSON objects, {} tombstones): {:?}, {} rows and {} dead letters written to {}",
+        "flush {} ({} records, {} not JSON objects, {} tombstones, {} filtered{}): {:?}, {} rows and {} dead letters written to {}",
         ack.flush_id,
         records.len(),
         added.dead_letters.len(),
         added.tombstones,
+        filtered,
+        if reasons.is_empty() { String::new() } else { format!(": {}", reasons.join(", ")) },
         ack.outcome(),
         ack.rows_written,
         ack.dead_letters_written,

@@ -89,6 +89,13 @@ pub fn reread(
         *expected = m.offset() + 1;
         if m.offset() >= last {
             open.remove(&m.partition());
+            // Read to its last offset: stop fetching it, so that its later
+            // records do not fill the queue the open partitions share.
+            let mut done = TopicPartitionList::new();
+            done.add_partition(m.topic(), m.partition());
+            if let Err(e) = consumer.pause(&done) {
+                tracing::debug!(error = %e, partition = m.partition(), "pausing a partition read to its end failed; going on");
+            }
         }
         if m.offset() <= last {
             chunk.push(m);

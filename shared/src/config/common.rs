@@ -1,3 +1,5 @@
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
 use super::env::EnvReader;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +18,8 @@ pub struct CommonConfig {
     /// `broker_source` label on every metric.
     pub broker_source: String,
     pub http_port: u16,
-    pub http_host: String,
+    /// MILLPOND_HTTP_HOST: the address the HTTP server listens on.
+    pub http_host: IpAddr,
     /// POSTHOG_PROJECT_TOKEN and friends: OTLP log export, when set.
     pub log_export: Option<crate::logging::LogExport>,
 }
@@ -53,8 +56,63 @@ impl CommonConfig {
             pipeline: r.string_or("MILLPOND_PIPELINE", default_pipeline),
             broker_source: r.string_or("BROKER_SOURCE", ""),
             http_port: r.u16_port(port_var, default_port),
-            http_host: r.string_or("MILLPOND_HTTP_HOST", "0.0.0.0"),
+            http_host: http_host(r),
             log_export: crate::logging::LogExport::parse(r),
+        }
+    }
+
+    /// Where the HTTP server (metrics, health) listens.
+    pub fn http_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.http_host, self.http_port)
+    }
+}
+
+/// MILLPOND_HTTP_HOST: an IPv4 or IPv6 address (`::` or `[::]` for every
+/// IPv6 address), checked at startup with the other settings.
+fn http_host(r: &mut EnvReader<'_>) -> IpAddr {
+    const ANY: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+    let Some(raw) = r.optional("MILLPOND_HTTP_HOST") else {
+        return ANY;
+    };
+    let bare = raw
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(&raw);
+    bare.parse().unwrap_or_else(|_| {
+        r.errors.push(
+            "MILLPOND_HTTP_HOST",
+            format!("must be an IP address to listen on, such as 0.0.0.0, 127.0.0.1 or :: (got {raw:?})"),
+        );
+        ANY
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::env::Env;
+    use super::*;
+
+    fn parse(host: Option<&str>) -> (CommonConfig, Vec<String>) {
+        let env = Env::from_pairs(host.map(|h| ("MILLPOND_HTTP_HOST", h)));
+        let mut r = EnvReader::new(&env);
+        let cfg = CommonConfig::parse(&mut r, "MILLPOND_HTTP_PORT", 8000, "p");
+        let vars = r.errors.vars().iter().map(|v| v.to_string()).collect();
+        (cfg, vars)
+    }
+
+    #[test]
+    fn http_host_is_an_ip_address_checked_at_startup() {
+        assert_eq!(parse(None).0.http_addr().to_string(), "0.0.0.0:8000");
+        assert_eq!(
+            parse(Some("127.0.0.1")).0.http_addr().to_string(),
+            "127.0.0.1:8000"
+        );
+        assert_eq!(parse(Some("::")).0.http_addr().to_string(), "[::]:8000");
+        assert_eq!(parse(Some("[::1]")).0.http_addr().to_string(), "[::1]:8000");
+        // Empty is unset, as for every variable.
+        assert_eq!(parse(Some("")).0.http_addr().to_string(), "0.0.0.0:8000");
+        for bad in ["localhost", "0.0.0.0:80", "[::"] {
+            assert_eq!(parse(Some(bad)).1, ["MILLPOND_HTTP_HOST"], "{bad:?}");
         }
     }
 }

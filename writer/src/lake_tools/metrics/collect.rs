@@ -208,6 +208,15 @@ pub fn apply(state: &LakeState, m: &LakeMetrics) {
     }
 }
 
+/// Opens the lake for the exporter; a failure counts as a failed read
+/// (`lake_up` 0, `lake_collect_errors_total`), as `refresh` counts its own.
+pub fn open(cfg: &ToolConfig, m: &LakeMetrics) -> anyhow::Result<Lake> {
+    Lake::open(&cfg.lake).inspect_err(|_| {
+        m.up.set(0);
+        m.collect_errors.inc();
+    })
+}
+
 /// Reads the catalog into `m`, with the exporter's own series: `lake_up`,
 /// the read's duration, the last success and the error count.
 pub fn refresh(lake: &Lake, cfg: &ToolConfig, m: &LakeMetrics) -> anyhow::Result<()> {

@@ -3,7 +3,6 @@
 //! (plus /healthz, /readyz) on DUCKLAKE_METRICS_PORT, or one read pushed as
 //! a POST of the text exposition (`--once`, e.g. to a Pushgateway's
 //! /metrics/job/<job> from a CronJob).
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +14,7 @@ use prometheus::Registry;
 
 use super::super::catalog::Lake;
 use super::super::config::ToolConfig;
-use super::collect::refresh;
+use super::collect::{open, refresh};
 
 fn registry(cfg: &ToolConfig) -> (Registry, LakeMetrics) {
     let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
@@ -27,7 +26,7 @@ fn registry(cfg: &ToolConfig) -> (Registry, LakeMetrics) {
 /// read still pushes (`millpond_lake_up 0`) before failing the run.
 pub fn once(cfg: &ToolConfig, push_url: Option<&str>) -> anyhow::Result<()> {
     let (registry, m) = registry(cfg);
-    let read = Lake::open(&cfg.lake).and_then(|lake| refresh(&lake, cfg, &m));
+    let read = open(cfg, &m).and_then(|lake| refresh(&lake, cfg, &m));
     if read.is_err() {
         m.up.set(0);
     }
@@ -90,8 +89,8 @@ impl HealthCheck for ExporterHealth {
 pub async fn serve(cfg: ToolConfig) -> anyhow::Result<()> {
     let (registry, m) = registry(&cfg);
     let health = Arc::new(ExporterHealth::default());
-    let addr: SocketAddr = format!("{}:{}", cfg.common.http_host, cfg.common.http_port).parse()?;
-    let bound = millpond_shared::http::serve(addr, registry, health.clone()).await?;
+    let bound =
+        millpond_shared::http::serve(cfg.common.http_addr(), registry, health.clone()).await?;
     tracing::info!(http = %bound, target = %cfg.lake.describe(), interval_s = cfg.metrics.interval.as_secs(), "lake metrics exporter ready");
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     let reader = std::thread::spawn(move || read_loop(&cfg, &m, &health, &stop_rx));
@@ -116,7 +115,7 @@ fn read_loop(
     loop {
         let result = match &lake {
             Some(l) => refresh(l, cfg, m),
-            None => Lake::open(&cfg.lake).and_then(|l| {
+            None => open(cfg, m).and_then(|l| {
                 let r = refresh(&l, cfg, m);
                 lake = Some(l);
                 r
