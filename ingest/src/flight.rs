@@ -296,6 +296,9 @@ impl WriterClient {
 /// it is converting.
 const STREAM_QUEUE: usize = 4;
 
+/// How long a stream the writer ended early is given to say why.
+const ENDED_WAIT: Duration = Duration::from_secs(5);
+
 /// A flush on its way to the writer while ingest still consumes it.
 pub struct FlushStream {
     tx: tokio::sync::mpsc::Sender<FlightData>,
@@ -329,11 +332,25 @@ impl FlushStream {
         .await;
         match sent {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(SendError::Broken("the writer ended the stream".into())),
+            Ok(Err(_)) => Err(self.ended(deadline.min(ENDED_WAIT)).await),
             Err(_) => Err(SendError::Deadline(
                 deadline,
                 "the writer stopped reading".into(),
             )),
+        }
+    }
+
+    /// The writer ended the stream before its trailer: its status says
+    /// why. A permanent refusal is final (a rebuilt flush would be refused
+    /// too); anything else, or no status within `wait`, is a broken stream.
+    async fn ended(&mut self, wait: Duration) -> SendError {
+        match tokio::time::timeout(wait, &mut self.reply).await {
+            Ok(Ok(Err(e))) => match classify::<()>(e) {
+                Attempt::Fatal(e) => e,
+                Attempt::Retry(why) => SendError::Broken(why),
+                Attempt::Done(()) => unreachable!("classify never returns Done"),
+            },
+            _ => SendError::Broken("the writer ended the stream".into()),
         }
     }
 

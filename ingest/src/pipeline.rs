@@ -34,6 +34,9 @@ pub struct Pipeline {
     window: Instant,
     /// A fatal consumer error: the loop stops with it.
     fatal: Option<String>,
+    /// The writer refused the streamed flush permanently: the loop stops
+    /// with it, as it does when the refusal comes at the cut.
+    refused: Option<SendError>,
     lag: LagSampler,
     discovery: Discovery,
     freshness: Freshness,
@@ -153,6 +156,7 @@ impl Pipeline {
             stages,
             window: Instant::now(),
             fatal: None,
+            refused: None,
             lag: LagSampler::default(),
             discovery: Discovery::default(),
             freshness: Freshness::default(),
@@ -210,6 +214,9 @@ impl Pipeline {
             self.consume_once();
             if let Some(e) = self.fatal.take() {
                 anyhow::bail!("the Kafka consumer hit a fatal error: {e}");
+            }
+            if let Some(e) = self.refused.take() {
+                return Err(e.into());
             }
             if self.stages.bytes() as u64 >= self.cfg.flush.size {
                 self.flush(FlushTrigger::Size)?;
@@ -362,6 +369,12 @@ impl Pipeline {
                     }
                 }
             };
+            if let Err(e @ SendError::Permanent { .. }) = sent {
+                self.stream = None;
+                self.broken = true;
+                self.refused = Some(e);
+                continue;
+            }
             if let Err(e) = sent {
                 self.metrics
                     .errors

@@ -185,6 +185,27 @@ impl Lake {
         self.session(false)
     }
 
+    /// Runs `sql` in one transaction on an admin session, again while a
+    /// running writer holds the SQLite catalog's lock ("database is
+    /// locked"), for up to 30 s.
+    pub fn execute(&self, sql: &str) {
+        let conn = self.admin();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            match conn.execute_batch(&format!("BEGIN TRANSACTION; {sql}; COMMIT")) {
+                Ok(()) => return,
+                Err(e)
+                    if e.to_string().contains("database is locked")
+                        && std::time::Instant::now() < until =>
+                {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(e) => panic!("{sql}: {e}"),
+            }
+        }
+    }
+
     fn session(&self, read_only: bool) -> Connection {
         let mode = if read_only { ", READ_ONLY" } else { "" };
         let cfg = Config::default()

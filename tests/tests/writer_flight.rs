@@ -642,9 +642,7 @@ async fn out_of_band_drop_and_rename_do_not_wedge(backend: Backend) {
     )
     .await
     .unwrap();
-    lake.admin()
-        .execute_batch("ALTER TABLE lake.main.events DROP COLUMN name")
-        .unwrap();
+    lake.execute("ALTER TABLE lake.main.events DROP COLUMN name");
     let ack = put(
         &mut c,
         &descriptor("b", vec![r(0, 10, 19)], 10),
@@ -653,9 +651,7 @@ async fn out_of_band_drop_and_rename_do_not_wedge(backend: Backend) {
     .await
     .unwrap();
     assert_eq!(ack.outcome(), AckOutcome::Written);
-    lake.admin()
-        .execute_batch("ALTER TABLE lake.main.events RENAME COLUMN id TO ident")
-        .unwrap();
+    lake.execute("ALTER TABLE lake.main.events RENAME COLUMN id TO ident");
     let ack = put(
         &mut c,
         &descriptor("c", vec![r(0, 20, 29)], 10),
@@ -955,13 +951,9 @@ async fn a_column_of_a_table_created_meanwhile_reaches_the_files() {
         .open("s1", &long_rows(0, 10), deadline)
         .await
         .unwrap();
-    lake.admin()
-        .execute_batch(
-            "CREATE TABLE lake.main.events (seq BIGINT, id BIGINT, name VARCHAR, d VARCHAR, \
+    lake.execute("CREATE TABLE lake.main.events (seq BIGINT, id BIGINT, name VARCHAR, d VARCHAR, \
              _inserted_at TIMESTAMP WITH TIME ZONE); \
-             INSERT INTO lake.main.events (seq, id, d) SELECT 100 + i, 100 + i, 'x' FROM range(2000) t(i)",
-        )
-        .unwrap();
+             INSERT INTO lake.main.events (seq, id, d) SELECT 100 + i, 100 + i, 'x' FROM range(2000) t(i)",);
     let d1 = descriptor("s1", vec![r(0, 0, 9)], 10);
     let ack = stream.finish(&d1, deadline).await.unwrap();
     assert_eq!((ack.rows_written, ack.outcome()), (10, AckOutcome::Written));
@@ -995,9 +987,7 @@ async fn a_column_no_file_carries_sends_flushes_to_the_insert() {
         .open("s2", &long_rows(10, 10), deadline)
         .await
         .unwrap();
-    lake.admin()
-        .execute_batch("ALTER TABLE lake.main.events ADD COLUMN u UUID")
-        .unwrap();
+    lake.execute("ALTER TABLE lake.main.events ADD COLUMN u UUID");
     let d2 = descriptor("s2", vec![r(0, 10, 19)], 10);
     asked_for_whole(stream.finish(&d2, deadline).await);
     let mut c = client(&writer.addr).await;
@@ -1070,7 +1060,7 @@ async fn finish_after_the_table_changes(
     d: &millpond_proto::FlushDescriptor,
 ) {
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    lake.admin().execute_batch(sql).unwrap();
+    lake.execute(sql);
     let deadline = std::time::Duration::from_secs(60);
     asked_for_whole(stream.finish(d, deadline).await);
 }
@@ -1163,9 +1153,7 @@ async fn new_columns_come_with_their_files_in_one_snapshot() {
 async fn streamed_files_follow_the_lake_compression() {
     let lake = Lake::new(Backend::Embedded, "events");
     Writer::start(&lake).stop(); // creates the lake
-    lake.admin()
-        .execute_batch("CALL lake.set_option('parquet_compression', 'zstd')")
-        .unwrap();
+    lake.execute("CALL lake.set_option('parquet_compression', 'zstd')");
     let writer = Writer::start(&lake);
     assert_eq!(stream_large(&writer, 0, 1).await, 50_000);
     writer.stop();
@@ -1175,11 +1163,7 @@ async fn streamed_files_follow_the_lake_compression() {
         .iter()
         .all(|w| w.starts_with("parquet-rs")));
 
-    lake.admin()
-        .execute_batch(
-            "CALL lake.set_option('parquet_compression', 'gzip', table_name => 'events')",
-        )
-        .unwrap();
+    lake.execute("CALL lake.set_option('parquet_compression', 'gzip', table_name => 'events')");
     let writer = Writer::start(&lake);
     assert_eq!(stream_large(&writer, 1, 1).await, 50_000);
     writer.stop();
@@ -1714,13 +1698,9 @@ async fn files_written_again_on_s3_replace_their_first_uploads() {
     let finish = tokio::spawn(async move { stream.finish(&d2, deadline).await });
     // The writer read the table and holds before uploading s2's files.
     tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
-    lake.admin()
-        .execute_batch(
-            "SET preserve_insertion_order = false; \
+    lake.execute("SET preserve_insertion_order = false; \
              ALTER TABLE lake.main.events ADD COLUMN d VARCHAR; \
-             INSERT INTO lake.main.events (seq, id, d) SELECT 100 + i, 100 + i, 'x' FROM range(5) t(i)",
-        )
-        .unwrap();
+             INSERT INTO lake.main.events (seq, id, d) SELECT 100 + i, 100 + i, 'x' FROM range(5) t(i)",);
     let ack = finish.await.unwrap().unwrap();
     assert_eq!((ack.rows_written, ack.outcome()), (10, AckOutcome::Written));
     assert!(
