@@ -242,6 +242,7 @@ impl WriterClient {
         let mut stream = FlushStream {
             tx,
             reply,
+            replied: false,
             head: Some(FlightDescriptor::new_cmd(
                 FlushDescriptor {
                     flush_id: flush_id.to_owned(),
@@ -305,6 +306,8 @@ pub struct FlushStream {
     reply: tokio::task::JoinHandle<Result<FlushAck, FlightError>>,
     /// The head descriptor, sent with the first batch.
     head: Option<FlightDescriptor>,
+    /// `reply` has given its result (to `ended`): it is not awaited again.
+    replied: bool,
 }
 
 impl FlushStream {
@@ -344,7 +347,9 @@ impl FlushStream {
     /// why. A permanent refusal is final (a rebuilt flush would be refused
     /// too); anything else, or no status within `wait`, is a broken stream.
     async fn ended(&mut self, wait: Duration) -> SendError {
-        match tokio::time::timeout(wait, &mut self.reply).await {
+        let status = tokio::time::timeout(wait, &mut self.reply).await;
+        self.replied = status.is_ok();
+        match status {
             Ok(Ok(Err(e))) => match classify::<()>(e) {
                 Attempt::Fatal(e) => e,
                 Attempt::Retry(why) => SendError::Broken(why),
@@ -361,6 +366,11 @@ impl FlushStream {
         desc: &FlushDescriptor,
         deadline: Duration,
     ) -> Result<FlushAck, SendError> {
+        if self.replied {
+            return Err(SendError::Broken(
+                "the writer already ended the stream".into(),
+            ));
+        }
         let trailer = FlightData {
             app_metadata: desc.encode_to_vec().into(),
             ..Default::default()

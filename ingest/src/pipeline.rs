@@ -357,6 +357,7 @@ impl Pipeline {
                             self.stream = Some(s);
                             Ok(())
                         }
+                        Err(e @ SendError::Permanent { .. }) => Err(e),
                         Err(e) => {
                             tracing::warn!(error = %e, flush_id = %id,
                                 "cannot open a stream to the writer; holding this flush and sending it whole at its cut");

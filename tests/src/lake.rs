@@ -185,28 +185,35 @@ impl Lake {
         self.session(false)
     }
 
-    /// Runs `sql` in one transaction on an admin session, again while a
-    /// running writer holds the SQLite catalog's lock ("database is
-    /// locked"), for up to 30 s.
-    pub fn execute(&self, sql: &str) {
-        let conn = self.admin();
+    /// Runs one statement on a new admin session, again (attach and all)
+    /// while a running writer holds the SQLite catalog's lock ("database
+    /// is locked"), for up to 30 s. One statement, so that a retry never
+    /// repeats a part that landed.
+    pub fn execute(&self, statement: &str) {
         let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
-            match conn.execute_batch(&format!("BEGIN TRANSACTION; {sql}; COMMIT")) {
+            let run = self
+                .try_session(false)
+                .and_then(|conn| conn.execute_batch(statement));
+            match run {
                 Ok(()) => return,
                 Err(e)
                     if e.to_string().contains("database is locked")
                         && std::time::Instant::now() < until =>
                 {
-                    let _ = conn.execute_batch("ROLLBACK");
                     std::thread::sleep(std::time::Duration::from_millis(100));
                 }
-                Err(e) => panic!("{sql}: {e}"),
+                Err(e) => panic!("{statement}: {e}"),
             }
         }
     }
 
     fn session(&self, read_only: bool) -> Connection {
+        self.try_session(read_only).unwrap()
+    }
+
+    /// A session with the lake attached; the attach's error, if any.
+    fn try_session(&self, read_only: bool) -> duckdb::Result<Connection> {
         let mode = if read_only { ", READ_ONLY" } else { "" };
         let cfg = Config::default()
             .with("extension_directory", extension_dir())
@@ -254,8 +261,8 @@ impl Lake {
                 )
             }
         };
-        conn.execute_batch(&attach).unwrap();
-        conn
+        conn.execute_batch(&attach)?;
+        Ok(conn)
     }
 
     pub fn count(&self) -> i64 {

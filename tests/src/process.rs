@@ -17,12 +17,23 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// A port free now, and never handed out before by this test process:
+/// the kernel may give a just-released port again, and two writers of one
+/// test on the same HTTP port would answer each other's readiness checks.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 pub struct Proc {

@@ -64,7 +64,12 @@ impl Writer {
         let url = format!("http://127.0.0.1:{http_port}/readyz");
         let until = std::time::Instant::now() + Duration::from_secs(60);
         loop {
-            if crate::scrape::get(&url).is_ok_and(|r| r.0 == 200) {
+            // Ready, and still running: a /readyz of another process on
+            // this port must not pass for ours.
+            if crate::scrape::get(&url).is_ok_and(|r| r.0 == 200)
+                && std::net::TcpStream::connect(&addr).is_ok()
+                && proc.is_running()
+            {
                 return Some(Writer {
                     proc,
                     addr,

@@ -951,9 +951,13 @@ async fn a_column_of_a_table_created_meanwhile_reaches_the_files() {
         .open("s1", &long_rows(0, 10), deadline)
         .await
         .unwrap();
-    lake.execute("CREATE TABLE lake.main.events (seq BIGINT, id BIGINT, name VARCHAR, d VARCHAR, \
-             _inserted_at TIMESTAMP WITH TIME ZONE); \
-             INSERT INTO lake.main.events (seq, id, d) SELECT 100 + i, 100 + i, 'x' FROM range(2000) t(i)",);
+    lake.execute(
+        "CREATE TABLE lake.main.events (seq BIGINT, id BIGINT, name VARCHAR, d VARCHAR, \
+         _inserted_at TIMESTAMP WITH TIME ZONE)",
+    );
+    lake.execute(
+        "INSERT INTO lake.main.events (seq, id, d) SELECT 100 + i, 100 + i, 'x' FROM range(2000) t(i)",
+    );
     let d1 = descriptor("s1", vec![r(0, 0, 9)], 10);
     let ack = stream.finish(&d1, deadline).await.unwrap();
     assert_eq!((ack.rows_written, ack.outcome()), (10, AckOutcome::Written));
@@ -1698,9 +1702,13 @@ async fn files_written_again_on_s3_replace_their_first_uploads() {
     let finish = tokio::spawn(async move { stream.finish(&d2, deadline).await });
     // The writer read the table and holds before uploading s2's files.
     tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
-    lake.execute("SET preserve_insertion_order = false; \
+    lake.admin()
+        .execute_batch(
+            "SET preserve_insertion_order = false; \
              ALTER TABLE lake.main.events ADD COLUMN d VARCHAR; \
-             INSERT INTO lake.main.events (seq, id, d) SELECT 100 + i, 100 + i, 'x' FROM range(5) t(i)",);
+             INSERT INTO lake.main.events (seq, id, d) SELECT 100 + i, 100 + i, 'x' FROM range(5) t(i)",
+        )
+        .unwrap();
     let ack = finish.await.unwrap().unwrap();
     assert_eq!((ack.rows_written, ack.outcome()), (10, AckOutcome::Written));
     assert!(
