@@ -885,6 +885,25 @@ fn long_rows_with_extra(start: i64, n: usize) -> RecordBatch {
 
 const STREAM_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Streams flush s1 (rows 0-9) until the writer acknowledges it, then
+/// opens s2 with rows 10-19 and returns its stream, not yet finished.
+async fn first_landed_then_second_open(
+    sender: &mut millpond_ingest::flight::WriterClient,
+) -> millpond_ingest::flight::FlushStream {
+    let stream = sender
+        .open("s1", &long_rows(0, 10), STREAM_DEADLINE)
+        .await
+        .unwrap();
+    stream
+        .finish(&descriptor("s1", vec![r(0, 0, 9)], 10), STREAM_DEADLINE)
+        .await
+        .unwrap();
+    sender
+        .open("s2", &long_rows(10, 10), STREAM_DEADLINE)
+        .await
+        .unwrap()
+}
+
 /// An embedded lake whose streamed flushes go to files from their first
 /// byte, its writer, and a client that streams to it as ingest does.
 fn streaming_to_files() -> (Lake, Writer, millpond_ingest::flight::WriterClient) {
@@ -979,18 +998,7 @@ async fn a_column_of_a_table_created_meanwhile_reaches_the_files() {
 async fn a_column_no_file_carries_sends_flushes_to_the_insert() {
     let (lake, writer, mut sender) = streaming_to_files();
     let deadline = STREAM_DEADLINE;
-    let stream = sender
-        .open("s1", &long_rows(0, 10), deadline)
-        .await
-        .unwrap();
-    stream
-        .finish(&descriptor("s1", vec![r(0, 0, 9)], 10), deadline)
-        .await
-        .unwrap();
-    let stream = sender
-        .open("s2", &long_rows(10, 10), deadline)
-        .await
-        .unwrap();
+    let stream = first_landed_then_second_open(&mut sender).await;
     lake.execute("ALTER TABLE lake.main.events ADD COLUMN u UUID");
     let d2 = descriptor("s2", vec![r(0, 10, 19)], 10);
     asked_for_whole(stream.finish(&d2, deadline).await);
@@ -1686,18 +1694,7 @@ async fn files_written_again_on_s3_replace_their_first_uploads() {
     );
     let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
     let deadline = STREAM_DEADLINE;
-    let stream = sender
-        .open("s1", &long_rows(0, 10), deadline)
-        .await
-        .unwrap();
-    stream
-        .finish(&descriptor("s1", vec![r(0, 0, 9)], 10), deadline)
-        .await
-        .unwrap();
-    let stream = sender
-        .open("s2", &long_rows(10, 10), deadline)
-        .await
-        .unwrap();
+    let stream = first_landed_then_second_open(&mut sender).await;
     let d2 = descriptor("s2", vec![r(0, 10, 19)], 10);
     let finish = tokio::spawn(async move { stream.finish(&d2, deadline).await });
     // The writer read the table and holds before uploading s2's files.
