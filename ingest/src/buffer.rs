@@ -10,7 +10,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use millpond_proto::coordinates::{self, Coordinate};
-use millpond_proto::{value_text, DeadLetter, FlushDescriptor, FlushTrigger, OffsetRange};
+use millpond_proto::{
+    value_text, DeadLetter, FlushDescriptor, FlushTrigger, LastRecord, OffsetRange,
+};
 use millpond_shared::metrics::dead_letter_reason;
 pub use millpond_shared::unify::unify;
 
@@ -36,6 +38,17 @@ impl<'a> Record<'a> {
             timestamp_ms: m.timestamp().to_millis(),
             key: m.key(),
             payload: m.payload(),
+        }
+    }
+
+    /// What a flush's range remembers of its last record: the timestamp
+    /// and a checksum of the key and value (CRC-32 of each), enough to
+    /// tell this topic from another one created under its name.
+    pub fn last_record(&self) -> LastRecord {
+        let crc = |b: Option<&[u8]>| u64::from(crc32fast::hash(b.unwrap_or_default()));
+        LastRecord {
+            timestamp_ms: self.timestamp_ms,
+            checksum: crc(self.key) << 32 | crc(self.payload),
         }
     }
 }
@@ -183,6 +196,8 @@ pub struct Pending {
     /// partition -> (first, last) offsets seen since the last flush,
     /// including skipped records and tombstones.
     ranges: BTreeMap<i32, (i64, i64)>,
+    /// partition -> the record at the range's last offset.
+    last_records: HashMap<i32, (i64, LastRecord)>,
     /// Records seen since the last flush.
     records: usize,
     /// [`Cut::rows_digest`] so far.
@@ -218,6 +233,7 @@ impl Pending {
         let mut sources = Vec::with_capacity(records.len());
         let mut payloads = Vec::with_capacity(records.len());
         let mut oversized = Vec::new();
+        self.remember_last(records);
         for r in records {
             self.track(r.partition, r.offset);
             match r.payload {
@@ -472,6 +488,27 @@ impl Pending {
         }
     }
 
+    /// Remembers each partition's last record of `records` (each
+    /// partition's records come in offset order): one checksum per
+    /// partition per batch.
+    fn remember_last(&mut self, records: &[Record<'_>]) {
+        let mut seen: Vec<i32> = Vec::new();
+        for r in records.iter().rev() {
+            if seen.contains(&r.partition) {
+                continue;
+            }
+            seen.push(r.partition);
+            let newer = self
+                .last_records
+                .get(&r.partition)
+                .is_none_or(|(o, _)| r.offset > *o);
+            if newer {
+                self.last_records
+                    .insert(r.partition, (r.offset, r.last_record()));
+            }
+        }
+    }
+
     fn track(&mut self, partition: i32, offset: i64) {
         self.records += 1;
         self.ranges
@@ -518,7 +555,14 @@ impl Pending {
     pub fn ranges(&self, topic: &str) -> Vec<OffsetRange> {
         self.ranges
             .iter()
-            .map(|(p, (first, last))| OffsetRange::new(topic, *p, *first, *last))
+            .map(|(p, (first, last))| {
+                let last_record = self
+                    .last_records
+                    .get(p)
+                    .filter(|(o, _)| o == last)
+                    .map(|(_, m)| *m);
+                OffsetRange::new(topic, *p, *first, *last).with_last_record(last_record)
+            })
             .collect()
     }
 
@@ -527,6 +571,7 @@ impl Pending {
         let batches = std::mem::take(&mut self.batches);
         self.dead_letters.clear();
         self.ranges.clear();
+        self.last_records.clear();
         self.bytes = 0;
         self.padding = 0;
         self.rows = 0;
@@ -774,12 +819,23 @@ mod tests {
         );
         let cut = p.cut("t", FlushTrigger::Size, "f".into()).unwrap();
         let d = &cut.descriptor;
+        // Each range remembers the record at its last offset.
+        let last = |p, o, payload| Some(rec(p, o, payload).last_record());
         assert_eq!(
             d.ranges,
             [
-                OffsetRange::new("t", 0, 7, 10),
-                OffsetRange::new("t", 1, 3, 5)
+                OffsetRange::new("t", 0, 7, 10).with_last_record(last(0, 10, Some(b"null"))),
+                OffsetRange::new("t", 1, 3, 5).with_last_record(last(1, 5, Some(b"{}")))
             ]
+        );
+        assert_ne!(last(1, 5, Some(b"{}")), last(1, 5, Some(b"{ }")));
+        assert_ne!(
+            rec(1, 5, None).last_record(),
+            Record {
+                timestamp_ms: Some(1),
+                ..rec(1, 5, None)
+            }
+            .last_record()
         );
         assert_eq!(d.expected_rows, 2);
         let coords: Vec<_> = d

@@ -1,6 +1,7 @@
 //! Client side of the Flight contract: send a flush to the writer, whole
 //! ([`WriterClient::send`]) or batch by batch as it accumulates
 //! ([`WriterClient::open`]), and wait for its durable acknowledgement.
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use arrow::datatypes::SchemaRef;
@@ -16,6 +17,8 @@ use millpond_proto::{
 };
 use millpond_shared::retry::{GaveUp, Ladder};
 use prost::Message;
+
+use crate::epoch::LakeTopic;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
@@ -37,6 +40,8 @@ pub struct WriterClient {
     /// This ingest instance, announced on every new connection so a writer
     /// that restarted meanwhile still waits for this instance's final flush.
     instance: Option<String>,
+    /// The name the lake records the topic's offsets under.
+    lake_topic: Option<LakeTopic>,
 }
 
 /// HTTP/2 pings on the connection to the writer, and how long one may go
@@ -59,6 +64,21 @@ impl WriterClient {
             addr: addr.into(),
             channel: None,
             instance: None,
+            lake_topic: None,
+        }
+    }
+
+    /// Names the topic's offsets as `lake_topic` says in every flush and
+    /// in reads of the recorded offsets (MILLPOND_TOPIC_EPOCH).
+    pub fn recording(mut self, lake_topic: LakeTopic) -> Self {
+        self.lake_topic = Some(lake_topic);
+        self
+    }
+
+    fn to_lake<'a>(&self, desc: &'a FlushDescriptor) -> Cow<'a, FlushDescriptor> {
+        match &self.lake_topic {
+            Some(t) => t.to_lake(desc),
+            None => Cow::Borrowed(desc),
         }
     }
 
@@ -188,30 +208,42 @@ impl WriterClient {
         topic: &str,
         deadline: Duration,
     ) -> Result<Vec<OffsetRange>, SendError> {
+        let lake_name = match &self.lake_topic {
+            Some(t) => t.lake_name(topic),
+            None => topic,
+        };
         let body = RecordedOffsetsRequest {
-            topic: topic.into(),
+            topic: lake_name.into(),
         }
         .encode_to_vec();
-        self.retrying(deadline, "recorded-offsets", |mut c| {
-            let body = body.clone();
-            async move {
-                let stream = match c
-                    .do_action(Action::new(ACTION_RECORDED_OFFSETS, body))
-                    .await
-                {
-                    Ok(s) => s,
-                    Err(e) => return Attempt::Retry(e.to_string()),
-                };
-                match stream.try_collect::<Vec<_>>().await {
-                    Ok(items) => match items.first().map(|b| RecordedOffsets::decode(b.as_ref())) {
-                        Some(Ok(r)) => Attempt::Done(r.ranges),
-                        _ => Attempt::Retry("malformed recorded-offsets answer".into()),
-                    },
-                    Err(e) => Attempt::Retry(e.to_string()),
+        let lake_topic = self.lake_topic.clone();
+        let ranges = self
+            .retrying(deadline, "recorded-offsets", |mut c| {
+                let body = body.clone();
+                async move {
+                    let stream = match c
+                        .do_action(Action::new(ACTION_RECORDED_OFFSETS, body))
+                        .await
+                    {
+                        Ok(s) => s,
+                        Err(e) => return Attempt::Retry(e.to_string()),
+                    };
+                    match stream.try_collect::<Vec<_>>().await {
+                        Ok(items) => {
+                            match items.first().map(|b| RecordedOffsets::decode(b.as_ref())) {
+                                Some(Ok(r)) => Attempt::Done(r.ranges),
+                                _ => Attempt::Retry("malformed recorded-offsets answer".into()),
+                            }
+                        }
+                        Err(e) => Attempt::Retry(e.to_string()),
+                    }
                 }
-            }
+            })
+            .await?;
+        Ok(match lake_topic {
+            Some(t) => t.from_lake(ranges),
+            None => ranges,
         })
-        .await
     }
 
     /// Opens a streamed flush (see `FlushDescriptor.trailer`) whose first
@@ -243,6 +275,7 @@ impl WriterClient {
             tx,
             reply,
             replied: false,
+            lake_topic: self.lake_topic.clone(),
             head: Some(FlightDescriptor::new_cmd(
                 FlushDescriptor {
                     flush_id: flush_id.to_owned(),
@@ -265,7 +298,7 @@ impl WriterClient {
         batches: &[RecordBatch],
         deadline: Duration,
     ) -> Result<FlushAck, SendError> {
-        let cmd = desc.encode_to_vec();
+        let cmd = self.to_lake(desc).encode_to_vec();
         self.retrying(deadline, "flush", |mut c| {
             let fd = FlightDescriptor::new_cmd(cmd.clone());
             // The encoder needs an owned stream; cloning batches is cheap (Arc'd buffers).
@@ -308,6 +341,8 @@ pub struct FlushStream {
     head: Option<FlightDescriptor>,
     /// `reply` has given its result (to `ended`): it is not awaited again.
     replied: bool,
+    /// See [`WriterClient::recording`].
+    lake_topic: Option<LakeTopic>,
 }
 
 impl FlushStream {
@@ -371,6 +406,10 @@ impl FlushStream {
                 "the writer already ended the stream".into(),
             ));
         }
+        let desc = match &self.lake_topic {
+            Some(t) => t.to_lake(desc),
+            None => Cow::Borrowed(desc),
+        };
         let trailer = FlightData {
             app_metadata: desc.encode_to_vec().into(),
             ..Default::default()

@@ -115,6 +115,29 @@ impl Rebuild {
     }
 }
 
+/// How long reading the recorded offsets after an overlap may take.
+const OVERLAP_READ_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Why a flush sent again from Kafka was not acknowledged.
+#[derive(Debug, thiserror::Error)]
+enum Resend {
+    #[error(transparent)]
+    Rebuild(#[from] anyhow::Error),
+    #[error(transparent)]
+    Send(SendError),
+}
+
+/// The writer refused a flush because it reaches into offsets the lake
+/// already recorded under another cut.
+fn is_overlap(e: &SendError) -> bool {
+    matches!(e, SendError::Permanent { error_type, .. } if error_type == error_type::OFFSETS_OVERLAP)
+}
+
+/// Record-level dead letters of a flush.
+fn record_letters(desc: &FlushDescriptor) -> u64 {
+    desc.dead_letters.iter().filter(|l| !l.value_level).count() as u64
+}
+
 /// Longest single wait inside one consume call, so shutdown is prompt.
 const STOP_CHECK: Duration = Duration::from_millis(250);
 
@@ -235,7 +258,7 @@ impl Pipeline {
                 &self.metrics,
             );
             let (writer, rt, topic) = (&mut self.writer, &self.rt, self.cfg.kafka.topic.as_str());
-            let deadline = self.cfg.send_deadline;
+            let (cfg, metrics) = (&self.cfg, &self.metrics);
             self.discovery.maybe_assign(
                 &self.consumer,
                 topic,
@@ -243,7 +266,10 @@ impl Pipeline {
                 self.cfg.ordinal,
                 &mut self.next,
                 &self.metrics,
-                || Ok(rt.block_on(writer.recorded_offsets(topic, deadline))?),
+                |deadline| Ok(rt.block_on(writer.recorded_offsets(topic, deadline))?),
+                &mut crate::kafka::identity::lazily(|| {
+                    crate::kafka::build_reread_consumer(cfg, metrics.clone())
+                }),
             );
         }
     }
@@ -390,23 +416,55 @@ impl Pipeline {
         }
     }
 
-    /// Sends a flush whose stream broke, before `until`: its ranges are
-    /// read again from Kafka into a flush of the same id, which must cover
-    /// the same records with the same outcome, and sent whole.
-    fn resend_from_kafka(&mut self, want: &Rebuild, until: Instant) -> anyhow::Result<FlushAck> {
+    /// Sends a flush again from Kafka, before `until`: its ranges are read
+    /// again into a flush of the same id, which must cover the same records
+    /// with the same outcome, and sent whole. For a flush whose stream
+    /// broke.
+    fn resend_from_kafka(&mut self, want: &Rebuild, until: Instant) -> Result<FlushAck, Resend> {
+        let (full, _) = self.rebuild(want, &HashMap::new(), until)?;
+        let sent = self.rt.block_on(self.writer.send(
+            &full.descriptor,
+            full.schema,
+            &full.batches,
+            left(until),
+        ));
+        sent.map_err(Resend::Send)
+    }
+
+    /// Reads `want`'s ranges again from Kafka into the same flush (checked
+    /// against `want`), and into the flush of only the records past `skip`
+    /// (partition -> last offset to leave out).
+    fn rebuild(
+        &mut self,
+        want: &Rebuild,
+        skip: &HashMap<i32, i64>,
+        until: Instant,
+    ) -> anyhow::Result<(Cut, Cut)> {
         let started = Instant::now();
-        let mut stages = Stages::new(&self.cfg.stages);
-        if let Some(live) = &self.live {
-            stages = stages.with_live_allowlist(live.clone());
-        }
+        let stages = || {
+            let s = Stages::new(&self.cfg.stages);
+            match &self.live {
+                Some(live) => s.with_live_allowlist(live.clone()),
+                None => s,
+            }
+        };
+        let (mut full, mut rest) = (stages(), stages());
         let consumer = crate::kafka::build_reread_consumer(&self.cfg, self.metrics.clone())?;
         let topic = self.cfg.kafka.topic.clone();
         crate::kafka::reread(&consumer, &want.ranges, left(until), |records| {
-            stages.process(&topic, records);
+            full.process(&topic, records);
+            if !skip.is_empty() {
+                let past: Vec<Record<'_>> = records
+                    .iter()
+                    .filter(|r| skip.get(&r.partition).is_none_or(|s| r.offset > *s))
+                    .copied()
+                    .collect();
+                rest.process(&topic, &past);
+            }
         })?;
         drop(consumer);
-        let cut = stages.cut(&topic, want.trigger, want.flush_id.clone())?.cut;
-        let got = Rebuild::of(&cut.descriptor, cut.records, cut.rows_digest);
+        let full = full.cut(&topic, want.trigger, want.flush_id.clone())?.cut;
+        let got = Rebuild::of(&full.descriptor, full.records, full.rows_digest);
         if got != *want {
             // Ranges, records or their outcome differ (records gone from
             // Kafka, an allowlist changed meanwhile): exit, and let the
@@ -416,14 +474,68 @@ impl Pipeline {
                 want.flush_id
             );
         }
-        tracing::info!(flush_id = %want.flush_id, rows = cut.descriptor.expected_rows,
-            ms = started.elapsed().as_millis() as u64, "flush read again from Kafka; sending it whole");
-        Ok(self.rt.block_on(self.writer.send(
-            &cut.descriptor,
-            cut.schema,
-            &cut.batches,
-            left(until),
-        ))?)
+        let rest = rest
+            .cut(&topic, want.trigger, uuid::Uuid::new_v4().to_string())?
+            .cut;
+        tracing::info!(flush_id = %want.flush_id, rows = full.descriptor.expected_rows,
+            ms = started.elapsed().as_millis() as u64, "flush read again from Kafka");
+        Ok((full, rest))
+    }
+
+    /// The writer refused the flush because another owner of a partition
+    /// already recorded some of its offsets (a handover: the old owner's
+    /// last flushes land after this pod read the lake's offsets). Reads
+    /// the recorded offsets, rebuilds the flush from Kafka without what
+    /// they cover and sends the rest, until the writer takes it or none is
+    /// left. Returns how many rows and record dead letters were left out:
+    /// the other owner wrote them.
+    fn send_unrecorded(&mut self, want: &Rebuild, until: Instant) -> anyhow::Result<u64> {
+        loop {
+            let topic = self.cfg.kafka.topic.clone();
+            let recorded = self.rt.block_on(
+                self.writer
+                    .recorded_offsets(&topic, left(until).min(OVERLAP_READ_DEADLINE)),
+            )?;
+            let skip: HashMap<i32, i64> = want
+                .ranges
+                .iter()
+                .filter_map(|r| {
+                    let done = recorded.iter().find(|x| x.partition == r.partition)?;
+                    (done.last >= r.first).then_some((r.partition, done.last))
+                })
+                .collect();
+            if skip.is_empty() {
+                anyhow::bail!(
+                    "flush {} was refused as overlapping recorded offsets, but the lake's offsets ({recorded:?}) do not reach into it",
+                    want.flush_id
+                );
+            }
+            let (full, rest) = self.rebuild(want, &skip, until)?;
+            let left_out = (full.descriptor.expected_rows + record_letters(&full.descriptor))
+                - (rest.descriptor.expected_rows + record_letters(&rest.descriptor));
+            tracing::warn!(flush_id = %want.flush_id, recorded = ?skip, left_out, remaining_rows = rest.descriptor.expected_rows,
+                "another owner already recorded part of this flush (a handover); sending only the rest");
+            if rest.descriptor.ranges.is_empty() {
+                return Ok(left_out);
+            }
+            let sent = self.rt.block_on(self.writer.send(
+                &rest.descriptor,
+                rest.schema,
+                &rest.batches,
+                left(until),
+            ));
+            match sent {
+                Ok(ack) if ack.flush_id == rest.descriptor.flush_id => return Ok(left_out),
+                Ok(ack) => anyhow::bail!(
+                    "the writer acknowledged flush {:?} while {} was sent; not committing",
+                    ack.flush_id,
+                    rest.descriptor.flush_id
+                ),
+                // Recorded further meanwhile: read the offsets again.
+                Err(e) if is_overlap(&e) && Instant::now() < until => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Counts what the buffer did with one consumed batch.
@@ -521,14 +633,14 @@ impl Pipeline {
             (false, false) if rows > 0 => Some(whole_reason::SORT),
             _ => None,
         };
-        // The ack of the stream or of the flush sent whole; None: the
+        // The ack of the stream or of the flush sent whole; Ok(None): the
         // stream broke and the flush is read again from Kafka.
-        let acked = match self.stream.take() {
+        let sent: Result<Option<FlushAck>, SendError> = match self.stream.take() {
             // The stream's end may take two thirds; the rest stays for a
             // re-read and resend if no ack comes.
             Some(stream) => match self.rt.block_on(stream.finish(&desc, left(until) * 2 / 3)) {
-                Ok(ack) => Some(ack),
-                Err(e @ SendError::Permanent { .. }) => return Err(e.into()),
+                Ok(ack) => Ok(Some(ack)),
+                Err(e @ SendError::Permanent { .. }) => Err(e),
                 Err(e) => {
                     self.metrics
                         .errors
@@ -537,29 +649,45 @@ impl Pipeline {
                     self.writer.reset();
                     tracing::warn!(error = %e, flush_id = %flush_id,
                         "no acknowledgement for the streamed flush; reading it again from Kafka");
-                    None
+                    Ok(None)
                 }
             },
-            None if broken => None,
-            None => {
-                Some(
-                    self.rt
-                        .block_on(self.writer.send(&desc, schema, &batches, left(until)))?,
-                )
-            }
+            None if broken => Ok(None),
+            None => self
+                .rt
+                .block_on(self.writer.send(&desc, schema, &batches, left(until)))
+                .map(Some),
         };
-        let ack = match acked {
-            Some(ack) => ack,
-            None => {
-                // Only the counts are needed now, not the dead letters.
-                let want = Rebuild::of(&desc, records, rows_digest);
-                drop(desc);
+        // Only the counts are needed from here on, not the dead letters.
+        let want = Rebuild::of(&desc, records, rows_digest);
+        drop(desc);
+        let sent = match sent {
+            Ok(None) => {
                 whole = Some(whole_reason::REREAD);
-                self.resend_from_kafka(&want, until)?
+                match self.resend_from_kafka(&want, until) {
+                    Ok(ack) => Ok(Some(ack)),
+                    Err(Resend::Send(e)) => Err(e),
+                    Err(Resend::Rebuild(e)) => return Err(e),
+                }
             }
+            other => other,
+        };
+        let ack = match sent {
+            Ok(Some(ack)) => Some(ack),
+            Ok(None) => unreachable!("a flush read again is acknowledged or fails"),
+            Err(e) if is_overlap(&e) => {
+                whole = Some(whole_reason::REREAD);
+                let left_out = self.send_unrecorded(&want, until)?;
+                self.metrics
+                    .records_skipped
+                    .with_label_values(&[skip_reason::ALREADY_RECORDED])
+                    .inc_by(left_out);
+                None
+            }
+            Err(e) => return Err(e.into()),
         };
         drop(batches);
-        if ack.flush_id != flush_id {
+        if let Some(ack) = ack.as_ref().filter(|a| a.flush_id != flush_id) {
             anyhow::bail!(
                 "the writer acknowledged flush {:?} while {} was sent; not committing",
                 ack.flush_id,
@@ -586,7 +714,7 @@ impl Pipeline {
         self.metrics.pending_bytes.set(0);
         self.metrics.buffer_fullness.set(0.0);
         tracing::info!(flush_id = %flush_id, trigger = trigger.label(), rows, bytes,
-            written = ack.rows_written, dead_letters, outcome = ?ack.outcome(), partitions = ranges.len(),
+            written = ack.as_ref().map(|a| a.rows_written), dead_letters, outcome = ?ack.as_ref().map(|a| a.outcome()), partitions = ranges.len(),
             ms = started.elapsed().as_millis() as u64, "flush acknowledged and committed");
         Ok(())
     }

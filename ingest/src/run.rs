@@ -49,7 +49,9 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     // Every connection announces this instance, so the writer waits for its
     // final flush when the pod stops (even a writer that restarted since).
     let instance = uuid::Uuid::new_v4().to_string();
-    let mut writer = WriterClient::new(cfg.writer_addr.clone()).announcing(instance.clone());
+    let mut writer = WriterClient::new(cfg.writer_addr.clone())
+        .announcing(instance.clone())
+        .recording(cfg.lake_topic());
     let lake = writer
         .recorded_offsets(&cfg.kafka.topic, cfg.send_deadline)
         .await?;
@@ -78,7 +80,11 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
         let consumer = build_consumer(&cfg, task_metrics.clone())?;
         let count = partition_count(&consumer, &cfg.kafka.topic, cfg.kafka.startup_timeout)?;
         let mine = my_partitions(count, cfg.replica_count, cfg.ordinal);
-        let resume = resume_points(&consumer, &cfg.kafka.topic, &mine, cfg.kafka.auto_offset_reset, &lake, &task_metrics)?;
+        let mut identity = crate::kafka::identity::lazily(|| {
+            crate::kafka::build_reread_consumer(&cfg, task_metrics.clone())
+        });
+        let resume = resume_points(&consumer, &cfg.kafka.topic, &mine, cfg.kafka.auto_offset_reset, &lake, &task_metrics, &mut identity)?;
+        drop(identity);
         for r in &resume {
             tracing::info!(partition = r.partition, resume = ?r.offset, committed = ?r.committed, lake_next = ?r.lake_next, "partition assigned");
         }

@@ -44,6 +44,41 @@ impl OffsetRange {
             partition,
             first,
             last,
+            last_timestamp_ms: None,
+            last_checksum: None,
+        }
+    }
+
+    /// The range with `last_record` as the record at its last offset.
+    pub fn with_last_record(mut self, last_record: Option<LastRecord>) -> Self {
+        self.last_timestamp_ms = last_record.and_then(|m| m.timestamp_ms);
+        self.last_checksum = last_record.map(|m| m.checksum);
+        self
+    }
+
+    /// The record at the last offset, when the range says which it was.
+    pub fn last_record(&self) -> Option<LastRecord> {
+        self.last_checksum.map(|checksum| LastRecord {
+            timestamp_ms: self.last_timestamp_ms,
+            checksum,
+        })
+    }
+}
+
+/// One Kafka record as a range remembers it: its timestamp and a checksum
+/// of its key and value. A topic recreated under the same name holds
+/// another record at the same offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastRecord {
+    pub timestamp_ms: Option<i64>,
+    pub checksum: u64,
+}
+
+impl std::fmt::Display for LastRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.timestamp_ms {
+            Some(t) => write!(f, "timestamp {t} ms, checksum {:016x}", self.checksum),
+            None => write!(f, "no timestamp, checksum {:016x}", self.checksum),
         }
     }
 }

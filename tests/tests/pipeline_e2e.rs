@@ -687,3 +687,79 @@ fn run_to_latest_lands_everything_then_exits_zero() {
     w.stop();
     assert_eq!(distinct_seq(&lake), (n as i64, n as i64));
 }
+
+/// Runs ingest with MILLPOND_RUN_TO_LATEST against `bootstrap` and returns
+/// its exit status with its logs.
+fn run_once(
+    bootstrap: &str,
+    writer: &str,
+    lake: &Lake,
+    extra: Vec<(&'static str, String)>,
+) -> (std::process::ExitStatus, String) {
+    let mut o = opts(bootstrap, writer, 1, 0);
+    o.extra = vec![("MILLPOND_RUN_TO_LATEST", "true".into())];
+    o.extra.extend(extra);
+    let mut ingest = Ingest::start(&o, lake.dir.path());
+    let status = ingest.proc.wait_exit(Duration::from_secs(60));
+    (status, ingest.proc.logs())
+}
+
+/// A topic deleted and created again, or moved to a new cluster, restarts
+/// its offsets. Resuming after the lake's recorded offsets would skip the
+/// new topic's first records; ingest refuses to start and names the
+/// setting, and with a new MILLPOND_TOPIC_EPOCH it reads the new topic from
+/// its beginning into the same table.
+#[test]
+fn a_recreated_topic_is_refused_then_read_from_its_beginning_under_a_new_epoch() {
+    let lake = Lake::new(Backend::Embedded, "events");
+    let w = Writer::start(&lake);
+    let old = BrokerProcess::start(TOPIC, 1);
+    produce_events(&old.bootstrap, TOPIC, 1, 0, 100);
+    let (status, logs) = run_once(&old.bootstrap, &w.addr, &lake, vec![]);
+    assert!(status.success(), "{logs}");
+    assert_eq!(distinct_seq(&lake), (100, 100));
+    drop(old);
+
+    // The same topic name on a new cluster, grown past the lake's offsets.
+    let new = BrokerProcess::start(TOPIC, 1);
+    produce_events(&new.bootstrap, TOPIC, 1, 1000, 300);
+    let (status, logs) = run_once(&new.bootstrap, &w.addr, &lake, vec![]);
+    assert!(!status.success(), "ingest must refuse to start: {logs}");
+    assert!(
+        logs.contains("is not the record the lake recorded there")
+            && logs.contains("MILLPOND_TOPIC_EPOCH"),
+        "{logs}"
+    );
+    assert_eq!(lake.count(), 100, "nothing of the new topic is written");
+    assert_eq!(
+        committed(&new.bootstrap, GROUP, TOPIC, 1),
+        vec![None],
+        "nothing is committed"
+    );
+
+    let (status, logs) = run_once(
+        &new.bootstrap,
+        &w.addr,
+        &lake,
+        vec![("MILLPOND_TOPIC_EPOCH", "2".into())],
+    );
+    assert!(status.success(), "{logs}");
+    assert_eq!(distinct_seq(&lake), (400, 400), "all 300 of the new topic");
+    assert_eq!(total_committed(&new.bootstrap, 1), 300);
+    // The old topic's offsets stay as they were; the new one's apart.
+    let recorded = lake.query(
+        "SELECT topic || ':' || max(last_offset) FROM lake.main._millpond_offsets GROUP BY topic ORDER BY 1",
+    );
+    assert_eq!(recorded, ["events#2:299", "events:99"]);
+    // Restarting with the epoch resumes where the new topic's rows end.
+    produce_events(&new.bootstrap, TOPIC, 1, 2000, 10);
+    let (status, logs) = run_once(
+        &new.bootstrap,
+        &w.addr,
+        &lake,
+        vec![("MILLPOND_TOPIC_EPOCH", "2".into())],
+    );
+    assert!(status.success(), "{logs}");
+    assert_eq!(distinct_seq(&lake), (410, 410));
+    w.stop();
+}

@@ -63,7 +63,7 @@ pub fn write_with_retry(
                 }
                 if matches!(
                     error.kind,
-                    SinkErrorKind::Leased | SinkErrorKind::ResendWhole
+                    SinkErrorKind::Leased | SinkErrorKind::ResendWhole | SinkErrorKind::Overlap
                 ) {
                     // The sender resends; waiting here would only hold the sink.
                     tracing::info!(flush_id = %flush.id, error = %error.message, "flush refused for now");

@@ -29,6 +29,9 @@ pub struct IngestConfig {
     /// How long one flush may keep being resent before ingest gives up and
     /// exits; stays under the 480 s liveness budget.
     pub send_deadline: Duration,
+    /// MILLPOND_TOPIC_EPOCH: the lake records this topic's offsets apart
+    /// from an earlier topic of the same name (see [`crate::epoch`]).
+    pub topic_epoch: Option<String>,
     /// Test hook (MILLPOND_FAILPOINT): `kill_after_ack` makes the process
     /// abort itself (like a SIGKILL) after the writer's ack and before the Kafka commit.
     pub failpoint: Option<String>,
@@ -135,6 +138,10 @@ impl IngestConfig {
                     ))
                 }
             }));
+        let topic_epoch = r.optional("MILLPOND_TOPIC_EPOCH");
+        if let Some(why) = topic_epoch.as_deref().and_then(crate::epoch::invalid) {
+            r.errors.push("MILLPOND_TOPIC_EPOCH", why);
+        }
         let failpoint = r.optional("MILLPOND_FAILPOINT");
         r.finish()?;
         Ok(IngestConfig {
@@ -148,8 +155,14 @@ impl IngestConfig {
             table,
             writer_addr,
             send_deadline,
+            topic_epoch,
             failpoint,
         })
+    }
+
+    /// The topic's name in Kafka and in the lake's offsets.
+    pub fn lake_topic(&self) -> crate::epoch::LakeTopic {
+        crate::epoch::LakeTopic::new(&self.kafka.topic, self.topic_epoch.as_deref())
     }
 }
 
@@ -166,6 +179,18 @@ mod tests {
             ("DUCKLAKE_TABLE", "events_t"),
             ("POD_NAME", "millpond-1"),
         ]
+    }
+
+    #[test]
+    fn a_topic_epoch_must_be_a_plain_name() {
+        let with = |v: &'static str| {
+            let mut env = base();
+            env.push(("MILLPOND_TOPIC_EPOCH", v));
+            IngestConfig::from_env(&Env::from_pairs(env))
+        };
+        assert_eq!(with("2").unwrap().topic_epoch.as_deref(), Some("2"));
+        let err = with("two words").unwrap_err().to_string();
+        assert!(err.contains("MILLPOND_TOPIC_EPOCH"), "{err}");
     }
 
     #[test]

@@ -2,13 +2,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use millpond_proto::OffsetRange;
+use millpond_proto::{LastRecord, OffsetRange};
 use millpond_shared::metrics::IngestMetrics;
 use rdkafka::consumer::Consumer as _;
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::client::Consumer;
+use super::identity::Identity;
 use crate::config::OffsetReset;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -35,6 +36,32 @@ pub enum ResumeError {
         lake_next: i64,
         high: i64,
     },
+    /// Kafka holds another record at the lake's last recorded offset: the
+    /// topic was recreated or moved since. Resuming after the recorded
+    /// offset would skip the new topic's records up to it.
+    #[error(
+        "partition {partition}: the record Kafka holds at offset {offset} ({found}) is not the record the \
+         lake recorded there ({recorded}): topic {topic:?} was deleted and created again, or moved to another \
+         cluster, since the lake recorded it. Resuming at offset {} would silently skip the new topic's \
+         offsets {low}..={offset}, so ingest does not start. To read the new topic from its beginning into \
+         the same table, set MILLPOND_TOPIC_EPOCH to a value not used before (for example \
+         MILLPOND_TOPIC_EPOCH=2): the lake then records its offsets apart from the old topic's. To go on \
+         with the old topic instead, point KAFKA_BOOTSTRAP_SERVERS and KAFKA_TOPIC back at it", offset + 1
+    )]
+    Recreated {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        low: i64,
+        recorded: LastRecord,
+        found: LastRecord,
+    },
+    /// The record at the lake's last recorded offset could not be read.
+    #[error("partition {partition}: reading the record at the lake's last recorded offset to check the topic's identity: {error:#}")]
+    Identity {
+        partition: i32,
+        error: anyhow::Error,
+    },
 }
 
 /// Where one partition starts, and why.
@@ -51,7 +78,10 @@ pub struct Resume {
 
 /// Resume points: the later of Kafka's committed offset and the offset after
 /// the lake's recorded range. Committed offsets that fell below the log
-/// start are re-committed to the reset target first.
+/// start are re-committed to the reset target first. The lake's offsets
+/// count only for the topic they were recorded from: `identity` compares
+/// the record at a recorded range's end with Kafka's (see
+/// [`super::identity`]).
 pub fn resume_points(
     consumer: &Consumer,
     topic: &str,
@@ -59,6 +89,7 @@ pub fn resume_points(
     reset: OffsetReset,
     lake: &[OffsetRange],
     metrics: &IngestMetrics,
+    identity: &mut dyn FnMut(&OffsetRange) -> anyhow::Result<Identity>,
 ) -> Result<Vec<Resume>, ResumeError> {
     let mut tpl = TopicPartitionList::new();
     for p in partitions {
@@ -93,7 +124,8 @@ pub fn resume_points(
                 committed = Some(target);
             }
         }
-        let lake_next = lake.iter().find(|r| r.partition == p).map(|r| r.last + 1);
+        let recorded = lake.iter().find(|r| r.partition == p);
+        let lake_next = recorded.map(|r| r.last + 1);
         if let Some(l) = lake_next {
             if l > high {
                 return Err(ResumeError::LakeAhead {
@@ -101,6 +133,24 @@ pub fn resume_points(
                     lake_next: l,
                     high,
                 });
+            }
+        }
+        if let Some(range) = recorded.filter(|r| r.last >= low) {
+            match identity(range) {
+                Ok(Identity::Different { recorded, found }) => {
+                    return Err(ResumeError::Recreated {
+                        topic: topic.to_owned(),
+                        partition: p,
+                        offset: range.last,
+                        low,
+                        recorded,
+                        found,
+                    })
+                }
+                Ok(Identity::Unknown) => tracing::info!(partition = p, offset = range.last,
+                    "the lake recorded no record to compare at its last offset, or Kafka no longer holds it; the topic's identity is not checked"),
+                Ok(Identity::Same) => {}
+                Err(error) => return Err(ResumeError::Identity { partition: p, error }),
             }
         }
         let offset = match (committed, lake_next) {

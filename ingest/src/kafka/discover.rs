@@ -13,10 +13,16 @@ use rdkafka::TopicPartitionList;
 
 use super::assign::{my_partitions, resume_points};
 use super::client::Consumer;
+use super::identity::Identity;
 use crate::config::OffsetReset;
 
 /// How often the topic's partition count is re-read.
 pub const EVERY: Duration = Duration::from_secs(30);
+
+/// How long a round may wait for the lake's recorded offsets. The round
+/// runs on the consume loop, which polls nothing meanwhile: a writer that
+/// does not answer costs this much, and the next round tries again.
+pub const LAKE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// This pod's partitions among `count` that are not assigned yet.
 pub fn unassigned(
@@ -44,11 +50,20 @@ impl Default for Discovery {
 }
 
 impl Discovery {
+    /// A discovery whose first round is due at once.
+    pub fn due_now() -> Self {
+        Discovery {
+            last: Instant::now() - EVERY,
+        }
+    }
+
     /// Every [`EVERY`]: assigns this pod's new partitions, resuming each at
     /// the later of its committed offset and the lake's (`lake` is read only
-    /// when there is one), else at its beginning. Adds them to `next` (so
-    /// they get lag gauges and flush ranges). Failures are logged and counted
-    /// and tried again next time; the partitions already consumed go on.
+    /// when there is one, within the deadline it is given), else at its
+    /// beginning; `identity` checks the lake's offsets belong to this topic
+    /// (see [`super::identity`]). Adds them to `next` (so they get lag
+    /// gauges and flush ranges). Failures are logged and counted and tried
+    /// again next time; the partitions already consumed go on.
     #[allow(clippy::too_many_arguments)]
     pub fn maybe_assign(
         &mut self,
@@ -58,7 +73,8 @@ impl Discovery {
         ordinal: i32,
         next: &mut HashMap<i32, i64>,
         metrics: &IngestMetrics,
-        lake: impl FnOnce() -> anyhow::Result<Vec<OffsetRange>>,
+        lake: impl FnOnce(Duration) -> anyhow::Result<Vec<OffsetRange>>,
+        identity: &mut dyn FnMut(&OffsetRange) -> anyhow::Result<Identity>,
     ) {
         if self.last.elapsed() < EVERY {
             return;
@@ -83,15 +99,22 @@ impl Discovery {
         if new.is_empty() {
             return;
         }
-        let lake = match lake() {
+        let lake = match lake(LAKE_DEADLINE) {
             Ok(l) => l,
             Err(e) => return fail("reading the lake's offsets for new partitions failed", &e),
         };
-        let resume =
-            match resume_points(consumer, topic, &new, OffsetReset::Earliest, &lake, metrics) {
-                Ok(r) => r,
-                Err(e) => return fail("resolving where new partitions start failed", &e),
-            };
+        let resume = match resume_points(
+            consumer,
+            topic,
+            &new,
+            OffsetReset::Earliest,
+            &lake,
+            metrics,
+            identity,
+        ) {
+            Ok(r) => r,
+            Err(e) => return fail("resolving where new partitions start failed", &e),
+        };
         let mut tpl = TopicPartitionList::new();
         for r in &resume {
             let offset = r

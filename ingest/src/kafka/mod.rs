@@ -8,6 +8,7 @@ mod commit;
 mod connect;
 mod context;
 mod discover;
+pub mod identity;
 mod lag;
 mod latest;
 pub mod msk_iam;

@@ -10,6 +10,15 @@ pub struct OffsetRange {
     pub first: i64,
     #[prost(int64, tag = "4")]
     pub last: i64,
+    /// The record at `last` as Kafka held it when the range was read: its
+    /// timestamp (ms) and a checksum of its key and value. Together they tell
+    /// one incarnation of a topic from another (a topic deleted and created
+    /// again, or moved to a new cluster), whose offsets restart. Absent when the
+    /// sender did not read the record (a hand-made flush).
+    #[prost(int64, optional, tag = "5")]
+    pub last_timestamp_ms: ::core::option::Option<i64>,
+    #[prost(uint64, optional, tag = "6")]
+    pub last_checksum: ::core::option::Option<u64>,
 }
 /// Sent as FlightDescriptor.cmd on the first message of a DoPut stream.
 /// One DoPut stream carries exactly one flush. Its record batches may carry

@@ -41,6 +41,10 @@ pub mod error_type {
     pub const FILTER_VALUE_INVALID: &str = "filter_value_invalid";
     /// A flush refused because another writer holds a partition's lease.
     pub const PARTITION_LEASED: &str = "partition_leased";
+    /// A flush refused because it reaches into offsets the lake already
+    /// recorded under another cut (another owner wrote them at a
+    /// handover); ingest sends what is not recorded yet.
+    pub const OFFSETS_OVERLAP: &str = "offsets_overlap";
 }
 
 /// Labels of `millpond_flushes_sent_whole_total{reason}`: why ingest held a
@@ -59,6 +63,10 @@ pub mod whole_reason {
 pub mod skip_reason {
     pub const JSON_PARSE: &str = "json_parse";
     pub const UNSAFE_FIELD_NAME: &str = "unsafe_field_name";
+    /// Ingest: rows and dead letters of a flush that another owner of the
+    /// partition had already recorded in the lake (a handover); they are
+    /// in the lake once, written by the other owner.
+    pub const ALREADY_RECORDED: &str = "already_recorded";
 }
 
 /// Dead-letter reasons decided in Rust code (ingest also emits the

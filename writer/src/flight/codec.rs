@@ -49,6 +49,10 @@ struct JsonRange {
     partition: i32,
     first: i64,
     last: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_timestamp_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_checksum: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -71,7 +75,11 @@ struct JsonDeadLetter {
 
 impl From<JsonRange> for OffsetRange {
     fn from(r: JsonRange) -> Self {
-        OffsetRange::new(r.topic, r.partition, r.first, r.last)
+        OffsetRange {
+            last_timestamp_ms: r.last_timestamp_ms,
+            last_checksum: r.last_checksum,
+            ..OffsetRange::new(r.topic, r.partition, r.first, r.last)
+        }
     }
 }
 
@@ -82,6 +90,8 @@ impl From<&OffsetRange> for JsonRange {
             partition: r.partition,
             first: r.first,
             last: r.last,
+            last_timestamp_ms: r.last_timestamp_ms,
+            last_checksum: r.last_checksum,
         }
     }
 }

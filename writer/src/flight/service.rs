@@ -213,8 +213,10 @@ impl WriterService {
             }
             Err(failure) => {
                 let status = self.failure_status(&id, &failure);
-                self.health
-                    .write_failed(failure.error.message.clone(), !failure.error.is_retryable());
+                self.health.write_failed(
+                    failure.error.message.clone(),
+                    failure.error.kind == crate::sink::SinkErrorKind::Permanent,
+                );
                 if failure.exhausted {
                     let reason =
                         format!("flush {id}: retries exhausted: {}", failure.error.message);

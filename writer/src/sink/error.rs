@@ -33,6 +33,12 @@ pub enum SinkErrorKind {
     /// sender should resend later (after the lease ends or is released).
     /// Not retried inside the writer and never fatal to it.
     Leased,
+    /// The flush reaches into offsets the lake already recorded under
+    /// another cut: a second owner of the partition wrote them (a
+    /// handover), or a hand-made replay did. Never written and never
+    /// retried: the sender reads the recorded offsets again and sends only
+    /// what they do not cover. Not a fault of the writer.
+    Overlap,
     /// The sink took a streamed flush's batches as they arrived and cannot
     /// write them as they are (`sink::ducklake::streamed`): the sender
     /// sends the flush again whole. Not retried inside the writer.
@@ -71,7 +77,7 @@ impl SinkError {
     }
 
     pub fn is_retryable(&self) -> bool {
-        self.kind != SinkErrorKind::Permanent
+        !matches!(self.kind, SinkErrorKind::Permanent | SinkErrorKind::Overlap)
     }
 
     /// Label for `millpond_errors_total{type}`.
@@ -79,6 +85,7 @@ impl SinkError {
         match self.kind {
             SinkErrorKind::Contention(sink) => sink.contention_label(),
             SinkErrorKind::Leased => error_type::PARTITION_LEASED,
+            SinkErrorKind::Overlap => error_type::OFFSETS_OVERLAP,
             SinkErrorKind::Transient | SinkErrorKind::Permanent | SinkErrorKind::ResendWhole => {
                 error_type::WRITE_RETRY
             }

@@ -42,7 +42,7 @@ use self::fence::Fence;
 use self::offsets::{coverage, Coverage, KnownOffsets, OffsetsTable};
 use self::table::LiveColumns;
 use super::prepare::{prepare, NameCase, Prepared};
-use super::{Durable, Flush, Receipt, Sink, SinkError};
+use super::{Durable, Flush, Receipt, Sink, SinkError, SinkErrorKind};
 use millpond_proto::DeadLetter;
 
 /// Name of the Arrow scan view over the flush being written.
@@ -222,6 +222,7 @@ impl DuckLakeSink {
                 }
             }
         }
+        self.offsets.upgrade(conn).map_err(|e| self.err(e))?;
         // Keep offset rows in the catalog instead of one tiny file per flush.
         let _ = conn.execute_batch(&format!(
             "CALL lake.set_option('data_inlining_row_limit', 1000, schema => {}, table_name => {})",
@@ -496,10 +497,17 @@ impl DuckLakeSink {
                     recorded: flush.ranges.clone(),
                 })))
             }
-            Coverage::Overlap(why) => Err(SinkError::permanent(format!(
-                "flush {} overlaps offsets the lake already recorded: {why}",
-                flush.id
-            ))),
+            Coverage::Overlap(why) => {
+                // Whoever recorded them may record more: read again next time.
+                self.known.forget();
+                Err(SinkError::new(
+                    SinkErrorKind::Overlap,
+                    format!(
+                        "flush {} overlaps offsets the lake already recorded: {why}",
+                        flush.id
+                    ),
+                ))
+            }
             Coverage::New => {
                 if self.cfg.partition_fence {
                     let conn = &self.session.as_ref().expect("session open").conn;

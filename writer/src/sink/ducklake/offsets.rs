@@ -3,7 +3,9 @@
 //! `<schema>._millpond_offsets` holds one row per partition per flush. It is
 //! an ordinary DuckLake table, so it survives snapshot expiry, and its rows
 //! are small enough to be inlined into the catalog. Readers take the highest
-//! range per partition; old rows are pruned now and then.
+//! range per partition; old rows are pruned now and then. Each row also
+//! keeps the record at its last offset (timestamp and checksum, when the
+//! sender said), so ingest can tell a recreated topic from the recorded one.
 use std::collections::{HashMap, HashSet};
 
 use duckdb::{params, Connection};
@@ -16,6 +18,11 @@ use super::sql::literal;
 pub const RECORDED_MEANWHILE: &str =
     "millpond: offsets of this flush were recorded meanwhile by another writer";
 
+/// Columns added after the table's first release, with their types: a
+/// table created before them gets them at startup ([`OffsetsTable::upgrade`]).
+const ADDED_COLUMNS: [(&str, &str); 2] =
+    [("last_timestamp_ms", "BIGINT"), ("last_checksum", "BIGINT")];
+
 pub struct OffsetsTable {
     /// Fully qualified: lake.<schema>._millpond_offsets
     pub name: String,
@@ -26,11 +33,36 @@ pub struct OffsetsTable {
 
 impl OffsetsTable {
     pub fn create_sql(&self) -> String {
+        let added: Vec<String> = ADDED_COLUMNS
+            .iter()
+            .map(|(c, t)| format!(", {c} {t}"))
+            .collect();
         format!(
             "CREATE TABLE IF NOT EXISTS {} (target_table VARCHAR, topic VARCHAR, kafka_partition INTEGER, \
-             first_offset BIGINT, last_offset BIGINT, flush_id VARCHAR, recorded_at TIMESTAMP WITH TIME ZONE)",
-            self.name
+             first_offset BIGINT, last_offset BIGINT, flush_id VARCHAR, recorded_at TIMESTAMP WITH TIME ZONE{})",
+            self.name,
+            added.concat()
         )
+    }
+
+    /// Adds the columns a table created by an older writer lacks. Another
+    /// writer may add them at the same moment: a column that exists after
+    /// a failed ADD is there, whoever added it.
+    pub fn upgrade(&self, conn: &Connection) -> duckdb::Result<()> {
+        for (column, ty) in ADDED_COLUMNS {
+            let probe = format!("SELECT {column} FROM {} LIMIT 0", self.name);
+            if conn.execute_batch(&probe).is_ok() {
+                continue;
+            }
+            let add = format!("ALTER TABLE {} ADD COLUMN {column} {ty}", self.name);
+            if let Err(e) = conn.execute_batch(&add) {
+                let _ = conn.execute_batch("ROLLBACK");
+                if conn.execute_batch(&probe).is_err() {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// One INSERT for all ranges of a flush, run inside the write transaction.
@@ -41,19 +73,24 @@ impl OffsetsTable {
         let values: Vec<String> = ranges
             .iter()
             .map(|r| {
+                let opt = |v: Option<i64>| v.map_or_else(|| "NULL".to_owned(), |v| v.to_string());
                 format!(
-                    "({}, {}, {}, {}, {}, {}, now())",
+                    "({}, {}, {}, {}, {}, {}, now(), {}, {})",
                     literal(&self.target),
                     literal(&r.topic),
                     r.partition,
                     r.first,
                     r.last,
-                    literal(flush_id)
+                    literal(flush_id),
+                    opt(r.last_timestamp_ms),
+                    // Stored as BIGINT: the checksum's 64 bits as they are.
+                    opt(r.last_checksum.map(|c| c as i64)),
                 )
             })
             .collect();
         Some(format!(
-            "INSERT INTO {} VALUES {}",
+            "INSERT INTO {} (target_table, topic, kafka_partition, first_offset, last_offset, flush_id, \
+             recorded_at, last_timestamp_ms, last_checksum) VALUES {}",
             self.name,
             values.join(", ")
         ))
@@ -89,18 +126,19 @@ impl OffsetsTable {
     /// Highest recorded range per partition of `topic`.
     pub fn read(&self, conn: &Connection, topic: &str) -> duckdb::Result<Vec<OffsetRange>> {
         let sql = format!(
-            "SELECT kafka_partition, arg_max(first_offset, last_offset), max(last_offset) FROM {} \
+            "SELECT kafka_partition, arg_max(first_offset, last_offset), max(last_offset), \
+             arg_max(last_timestamp_ms, last_offset), arg_max(last_checksum, last_offset) FROM {} \
              WHERE target_table = ? AND topic = ? GROUP BY kafka_partition ORDER BY kafka_partition",
             self.name
         );
         let mut stmt = conn.prepare(&sql)?;
         let rows = stmt.query_map(params![self.target, topic], |row| {
-            Ok(OffsetRange::new(
-                topic,
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-            ))
+            let range = OffsetRange::new(topic, row.get(0)?, row.get(1)?, row.get(2)?);
+            Ok(OffsetRange {
+                last_timestamp_ms: row.get(3)?,
+                last_checksum: row.get::<_, Option<i64>>(4)?.map(|c| c as u64),
+                ..range
+            })
         })?;
         rows.collect()
     }

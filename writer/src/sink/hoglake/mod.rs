@@ -460,12 +460,7 @@ mod tests {
         let flush = Flush {
             id: "f".into(),
             trigger: FlushTrigger::Size,
-            ranges: vec![OffsetRange {
-                topic: "t".into(),
-                partition: 0,
-                first: 0,
-                last: 1,
-            }],
+            ranges: vec![OffsetRange::new("t", 0, 0, 1)],
             schema,
             batches: vec![batch],
             dead_letters: vec![],

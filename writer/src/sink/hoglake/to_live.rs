@@ -222,12 +222,7 @@ mod tests {
         Flush {
             id: "f".into(),
             trigger: FlushTrigger::Size,
-            ranges: vec![OffsetRange {
-                topic: "t".into(),
-                partition: 0,
-                first: 0,
-                last: batch.num_rows() as i64 - 1,
-            }],
+            ranges: vec![OffsetRange::new("t", 0, 0, batch.num_rows() as i64 - 1)],
             schema: batch.schema(),
             batches: vec![batch],
             dead_letters: vec![],
