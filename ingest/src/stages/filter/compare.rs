@@ -243,8 +243,12 @@ mod tests {
         );
         // Listed fractions and integers beyond i64 match only their value.
         let other = text_list("1.50,18446744073709551616,0,-2");
-        let float = Arc::new(Float64Array::from(vec![1.5, 1.8446744073709552e19, -0.0, -2.0]))
-            as ArrayRef;
+        let float = Arc::new(Float64Array::from(vec![
+            1.5,
+            1.8446744073709552e19,
+            -0.0,
+            -2.0,
+        ])) as ArrayRef;
         assert_eq!(
             cells(&other, float),
             [Cell::In(0), Cell::Out, Cell::In(2), Cell::In(3)]

@@ -39,7 +39,11 @@ impl Setup<'_> {
             keep: filter(self.keep),
             drop: filter(self.drop),
             coercion: Coercion {
-                pins: self.pin.map(|p| ("team_id".into(), p)).into_iter().collect(),
+                pins: self
+                    .pin
+                    .map(|p| ("team_id".into(), p))
+                    .into_iter()
+                    .collect(),
             },
             ..StageConfig::default()
         })
@@ -145,7 +149,12 @@ fn one_float_neighbour_changes_no_integer_record() {
 
 #[test]
 fn integers_written_as_floats_are_those_integers() {
-    let got = keep("1").check(&records(&[Some("1"), Some("1.0"), Some("1e0"), Some("1.5")]));
+    let got = keep("1").check(&records(&[
+        Some("1"),
+        Some("1.0"),
+        Some("1e0"),
+        Some("1.5"),
+    ]));
     assert_eq!(got.kept, set([0, 1, 2]));
     let got = drop("1").check(&records(&[Some("1.0"), Some("10e-1"), Some("2")]));
     assert_eq!(got.kept, set([2]));
@@ -289,11 +298,15 @@ const TOKENS: &[&str] = &[
 
 fn list() -> impl Strategy<Value = Option<String>> {
     proptest::option::of(
-        proptest::sample::subsequence(TOKENS, 1..4).prop_shuffle().prop_map(|t| t.join(",")),
+        proptest::sample::subsequence(TOKENS, 1..4)
+            .prop_shuffle()
+            .prop_map(|t| t.join(",")),
     )
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
     /// Any records, any cut into consume batches: the same records kept,
     /// the same filtered and matched counts as one record per batch.
     #[test]

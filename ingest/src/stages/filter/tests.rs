@@ -81,7 +81,10 @@ fn a_cell_compares_as_its_value_whatever_the_column_type() {
         Arc::new(Float64Array::from(vec![2.0, 2.5])) as ArrayRef,
     )]);
     let d = Filters::new(Some(f("team_id", "2,4")), None).decide(&b);
-    assert_eq!((kept(&d), d.matched), (vec![true, false], vec![("2".into(), 1)]));
+    assert_eq!(
+        (kept(&d), d.matched),
+        (vec![true, false], vec![("2".into(), 1)])
+    );
     let b = batch(vec![(
         "team_id",
         Arc::new(Int64Array::from(vec![2, 3])) as ArrayRef,
