@@ -10,7 +10,7 @@
 
 /// The exact value of a JSON number literal: `digits x 10^exp`, with no
 /// leading or trailing zeros in `digits` (zero is empty digits, no sign).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Decimal {
     negative: bool,
     digits: Vec<u8>,

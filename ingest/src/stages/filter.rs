@@ -3,20 +3,35 @@
 //! buffer. Filtered records are a deliberate choice: counted on
 //! `records_skipped_total{reason}`, never dead letters.
 //!
-//! The allowlist fails closed: a missing column, a column type it cannot
-//! compare (only integer and text columns are filterable), or a value list
-//! that cannot be compared with the column drops every row
-//! (`filter_field_missing`); a null drops its row the same way; a value not
-//! listed is `filter_excluded`. The denylist fails open: when it cannot
-//! evaluate, every row is kept and a warning says so once per pattern; nulls
-//! are kept; a listed value is `filter_dropped`.
+//! Each record is kept or dropped by its own value alone, however its batch
+//! was cut: a cell compares as the value its record sent, whatever type the
+//! converter gave the batch's column (`compare`). Numbers compare by exact
+//! decimal value (`1.0` and `1e0` are the listed `1`, `1.5` is no integer),
+//! text that is a JSON number literal as that number (`"1"` is `1`, `"02"`
+//! is not), booleans as `true` / `false`, other text by spelling, a
+//! uuid-pinned column by the bytes of the listed uuids.
+//!
+//! The allowlist fails closed: a record without the field (missing or
+//! null), or whose value no list can compare with (a column pinned to a
+//! timestamp), is `filter_field_missing`; a value not listed is
+//! `filter_excluded`; on a uuid column when no listed value is a uuid,
+//! `filter_value_invalid`. The denylist fails open: such records are kept
+//! (a warning says so once per field and column type); a listed value is
+//! `filter_dropped`.
+mod compare;
+#[cfg(test)]
+mod per_record;
+#[cfg(test)]
+mod tests;
+
 use std::collections::{HashMap, HashSet};
 
-use arrow::array::{Array, AsArray, BooleanArray};
-use arrow::datatypes::{DataType, Int64Type};
+use arrow::array::{Array, BooleanArray};
+use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
 use crate::buffer::Decision;
+use compare::{Cell, Index};
 
 pub const FIELD_MISSING: &str = "filter_field_missing";
 pub const EXCLUDED: &str = "filter_excluded";
@@ -52,92 +67,12 @@ pub struct Filter {
     pub values: Values,
 }
 
-/// How one row compares with a list.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Cell {
-    Null,
-    In(usize),
-    Out,
-}
-
 impl Filter {
-    /// Per row, or `None` when the column is missing or not comparable
-    /// with the list.
-    fn cells(&self, batch: &RecordBatch) -> Option<Vec<Cell>> {
-        let col = batch.column_by_name(&self.field)?;
-        let n = col.len();
-        let lookup = |found: Option<usize>| found.map_or(Cell::Out, Cell::In);
-        match (col.data_type(), &self.values) {
-            (DataType::Int64, Values::Int(list)) => {
-                let index: HashMap<i64, usize> =
-                    list.iter().enumerate().map(|(i, v)| (*v, i)).collect();
-                let a = col.as_primitive::<Int64Type>();
-                Some(
-                    (0..n)
-                        .map(|r| {
-                            if a.is_null(r) {
-                                Cell::Null
-                            } else {
-                                lookup(index.get(&a.value(r)).copied())
-                            }
-                        })
-                        .collect(),
-                )
-            }
-            (DataType::Utf8 | DataType::LargeUtf8, values) => {
-                // An integer list compares with text as its decimal spelling.
-                let texts: Vec<String> = match values {
-                    Values::Int(list) => list.iter().map(i64::to_string).collect(),
-                    Values::Text(list) => list.clone(),
-                };
-                let index: HashMap<&str, usize> = texts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| (v.as_str(), i))
-                    .collect();
-                let value = |r: usize| match col.data_type() {
-                    DataType::Utf8 => col.as_string::<i32>().value(r),
-                    _ => col.as_string::<i64>().value(r),
-                };
-                Some(
-                    (0..n)
-                        .map(|r| {
-                            if col.is_null(r) {
-                                Cell::Null
-                            } else {
-                                lookup(index.get(value(r)).copied())
-                            }
-                        })
-                        .collect(),
-                )
-            }
-            // A uuid column compares the 16 bytes of each listed uuid.
-            (DataType::FixedSizeBinary(16), Values::Text(list)) => {
-                let index: HashMap<[u8; 16], usize> = list
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, v)| millpond_shared::uuid_text::parse(v).map(|b| (b, i)))
-                    .collect();
-                let a = col.as_fixed_size_binary();
-                Some(
-                    (0..n)
-                        .map(|r| {
-                            if a.is_null(r) {
-                                Cell::Null
-                            } else {
-                                lookup(
-                                    a.value(r)
-                                        .try_into()
-                                        .ok()
-                                        .and_then(|b: [u8; 16]| index.get(&b).copied()),
-                                )
-                            }
-                        })
-                        .collect(),
-                )
-            }
-            _ => None,
-        }
+    /// How each row of `batch` compares with the list.
+    fn cells(&self, batch: &RecordBatch) -> (Vec<Cell>, Index) {
+        let index = Index::new(&self.values);
+        let col = batch.column_by_name(&self.field).map(|c| c.as_ref());
+        (index.cells(col, batch.num_rows()), index)
     }
 
     fn label(&self, i: usize) -> String {
@@ -195,59 +130,41 @@ impl Filters {
             (keep, _) => keep.clone(),
         };
         let mut invalid = 0;
-        let keep_usable = live_keep
-            .as_ref()
-            .is_none_or(|f| self.check_uuid_values(batch, f, &mut invalid));
-        if let (Some(_), false) = (&live_keep, keep_usable) {
-            // No listed value can match a uuid column: the allowlist admits
-            // nothing, under its own reason.
-            keep.iter_mut().for_each(|k| *k = false);
-            *reasons.entry(VALUE_INVALID).or_default() += n;
-        } else if let Some(f) = &live_keep {
-            match f.cells(batch) {
-                None => {
-                    keep.iter_mut().for_each(|k| *k = false);
-                    *reasons.entry(FIELD_MISSING).or_default() += n;
-                }
-                Some(cells) => {
-                    for (r, c) in cells.into_iter().enumerate() {
-                        match c {
-                            Cell::In(i) => matched_at[r] = Some(i),
-                            Cell::Null => {
-                                keep[r] = false;
-                                *reasons.entry(FIELD_MISSING).or_default() += 1;
-                            }
-                            Cell::Out => {
-                                keep[r] = false;
-                                *reasons.entry(EXCLUDED).or_default() += 1;
-                            }
-                        }
+        if let Some(f) = &live_keep {
+            self.count_invalid_uuids(batch, f, &mut invalid);
+            let (cells, index) = f.cells(batch);
+            // No listed value can match a uuid column: its values are
+            // refused under their own reason.
+            let no_uuid = is_uuid(batch, &f.field) && index.has_no_uuid();
+            for (r, c) in cells.into_iter().enumerate() {
+                let reason = match c {
+                    Cell::In(i) => {
+                        matched_at[r] = Some(i);
+                        continue;
                     }
-                }
+                    Cell::Null | Cell::Incomparable => FIELD_MISSING,
+                    Cell::Out if no_uuid => VALUE_INVALID,
+                    Cell::Out => EXCLUDED,
+                };
+                keep[r] = false;
+                *reasons.entry(reason).or_default() += 1;
             }
         }
-        let drop = self.drop.clone();
-        let drop_usable = drop
-            .as_ref()
-            .is_none_or(|f| self.check_uuid_values(batch, f, &mut invalid));
-        if let (Some(f), true) = (&drop, drop_usable) {
-            match f.cells(batch) {
-                None => {
-                    let ty = batch
-                        .column_by_name(&f.field)
-                        .map_or_else(|| "missing".to_owned(), |c| c.data_type().to_string());
-                    if self.warned.insert((f.field.clone(), ty.clone())) {
-                        tracing::warn!(field = %f.field, column = %ty,
-                            "denylist cannot evaluate this column; keeping every record (said once per field and type)");
-                    }
+        if let Some(f) = self.drop.clone() {
+            self.count_invalid_uuids(batch, &f, &mut invalid);
+            let (cells, _) = f.cells(batch);
+            let col = batch.column_by_name(&f.field);
+            if col.is_none() || cells.contains(&Cell::Incomparable) {
+                let ty = col.map_or_else(|| "missing".to_owned(), |c| c.data_type().to_string());
+                if self.warned.insert((f.field.clone(), ty.clone())) {
+                    tracing::warn!(field = %f.field, column = %ty,
+                        "denylist cannot evaluate this column; keeping its records (said once per field and type)");
                 }
-                Some(cells) => {
-                    for (r, c) in cells.into_iter().enumerate() {
-                        if keep[r] && matches!(c, Cell::In(_)) {
-                            keep[r] = false;
-                            *reasons.entry(DROPPED).or_default() += 1;
-                        }
-                    }
+            }
+            for (r, c) in cells.into_iter().enumerate() {
+                if keep[r] && matches!(c, Cell::In(_)) {
+                    keep[r] = false;
+                    *reasons.entry(DROPPED).or_default() += 1;
                 }
             }
         }
@@ -280,15 +197,12 @@ impl Filters {
 
 impl Filters {
     /// On a uuid column, values that are not uuids (served by a dynamic
-    /// source; static ones are refused at startup) are left out of the
-    /// comparison: counted once per batch in `invalid` and warned about once
-    /// per (field, set size, first offender). False when no value is left.
-    fn check_uuid_values(&mut self, batch: &RecordBatch, f: &Filter, invalid: &mut usize) -> bool {
-        let is_uuid = batch
-            .column_by_name(&f.field)
-            .is_some_and(|c| c.data_type() == &DataType::FixedSizeBinary(16));
-        if !is_uuid {
-            return true;
+    /// source; static ones are refused at startup) cannot match: counted
+    /// once per batch in `invalid` and warned about once per (field, set
+    /// size, first offender).
+    fn count_invalid_uuids(&mut self, batch: &RecordBatch, f: &Filter, invalid: &mut usize) {
+        if !is_uuid(batch, &f.field) {
+            return;
         }
         let (bad, total): (Vec<String>, usize) = match &f.values {
             Values::Int(l) => (l.iter().map(i64::to_string).collect(), l.len()),
@@ -301,7 +215,7 @@ impl Filters {
             ),
         };
         if bad.is_empty() {
-            return true;
+            return;
         }
         *invalid += 1;
         let key = (format!("{}#{total}", f.field), bad[0].clone());
@@ -309,166 +223,17 @@ impl Filters {
             tracing::warn!(field = %f.field, set_size = total, invalid = bad.len(), first = %bad[0],
                 "allowlist values that are not uuids cannot match a uuid column; left out of the comparison");
         }
-        bad.len() < total && matches!(f.values, Values::Text(_))
     }
+}
+
+fn is_uuid(batch: &RecordBatch, field: &str) -> bool {
+    batch
+        .column_by_name(field)
+        .is_some_and(|c| c.data_type() == &DataType::FixedSizeBinary(16))
 }
 
 fn sorted(m: HashMap<&'static str, usize>) -> Vec<(&'static str, usize)> {
     let mut v: Vec<_> = m.into_iter().collect();
     v.sort();
     v
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
-    use proptest::prelude::*;
-    use std::sync::Arc;
-
-    fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
-        RecordBatch::try_from_iter(cols).unwrap()
-    }
-
-    fn f(field: &str, raw: &str) -> Filter {
-        Filter {
-            field: field.into(),
-            values: Values::parse(raw).unwrap(),
-        }
-    }
-
-    fn kept(d: &Decision) -> Vec<bool> {
-        d.keep
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|k| k.unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn values_auto_detect_integers_or_text() {
-        assert_eq!(
-            Values::parse("2, 4,1956"),
-            Some(Values::Int(vec![2, 4, 1956]))
-        );
-        assert_eq!(
-            Values::parse("2,x"),
-            Some(Values::Text(vec!["2".into(), "x".into()]))
-        );
-        assert_eq!(Values::parse("2,,3"), None);
-    }
-
-    #[test]
-    fn keep_fails_closed_with_its_reasons() {
-        let b = batch(vec![(
-            "team_id",
-            Arc::new(Int64Array::from(vec![
-                Some(2),
-                Some(3),
-                None,
-                Some(4),
-                Some(2),
-            ])),
-        )]);
-        let mut fs = Filters::new(Some(f("team_id", "2,4")), None);
-        let d = fs.decide(&b);
-        assert_eq!(kept(&d), [true, false, false, true, true]);
-        assert_eq!(d.filtered, [(EXCLUDED, 1), (FIELD_MISSING, 1)]);
-        assert_eq!(d.matched, [("2".into(), 2), ("4".into(), 1)]);
-        // Missing column, float column, text list on an integer column: all dropped.
-        for b in [
-            batch(vec![(
-                "other",
-                Arc::new(Int64Array::from(vec![2])) as ArrayRef,
-            )]),
-            batch(vec![(
-                "team_id",
-                Arc::new(Float64Array::from(vec![2.0])) as ArrayRef,
-            )]),
-        ] {
-            let d = fs.decide(&b);
-            assert_eq!(
-                (kept(&d), d.filtered),
-                (vec![false], vec![(FIELD_MISSING, 1)])
-            );
-        }
-        let mut text = Filters::new(Some(f("team_id", "2,x")), None);
-        let b = batch(vec![(
-            "team_id",
-            Arc::new(Int64Array::from(vec![2])) as ArrayRef,
-        )]);
-        assert_eq!(kept(&text.decide(&b)), [false]);
-    }
-
-    #[test]
-    fn integer_lists_match_text_columns_by_spelling() {
-        let b = batch(vec![(
-            "t",
-            Arc::new(StringArray::from(vec!["2", "02", "x"])) as ArrayRef,
-        )]);
-        let d = Filters::new(Some(f("t", "2")), None).decide(&b);
-        assert_eq!(kept(&d), [true, false, false]);
-    }
-
-    #[test]
-    fn drop_fails_open_and_keeps_nulls() {
-        let b = batch(vec![(
-            "t",
-            Arc::new(Int64Array::from(vec![Some(1), None, Some(9)])) as ArrayRef,
-        )]);
-        let d = Filters::new(None, Some(f("t", "9"))).decide(&b);
-        assert_eq!(
-            (kept(&d), d.filtered),
-            (vec![true, true, false], vec![(DROPPED, 1)])
-        );
-        let d = Filters::new(None, Some(f("missing", "9"))).decide(&b);
-        assert_eq!((kept(&d), d.filtered), (vec![true, true, true], vec![]));
-    }
-
-    #[test]
-    fn uuid_columns_compare_bytes_and_leave_out_values_that_are_no_uuid() {
-        use arrow::array::FixedSizeBinaryArray;
-        let a = [0x11u8; 16];
-        let b = batch(vec![(
-            "u",
-            Arc::new(FixedSizeBinaryArray::try_from_iter([a, [0x22; 16]].into_iter()).unwrap())
-                as ArrayRef,
-        )]);
-        let id = millpond_shared::uuid_text::format(&a);
-        let mut fs = Filters::new(Some(f("u", &format!("{id},bogus"))), None);
-        let d = fs.decide(&b);
-        assert_eq!((kept(&d), d.invalid_values), (vec![true, false], 1));
-        let mut none_valid = Filters::new(Some(f("u", "bogus,junk")), None);
-        let d = none_valid.decide(&b);
-        assert_eq!(
-            (kept(&d), d.filtered),
-            (vec![false, false], vec![(VALUE_INVALID, 2)])
-        );
-        let mut deny = Filters::new(None, Some(f("u", "bogus")));
-        assert_eq!(
-            kept(&deny.decide(&b)),
-            [true, true],
-            "the denylist denies nothing"
-        );
-    }
-
-    proptest! {
-        /// keep AND NOT drop, against a plain model.
-        #[test]
-        fn composition_matches_the_model(
-            rows in proptest::collection::vec(proptest::option::of(0..6i64), 0..50),
-            keep in proptest::collection::btree_set(0..6i64, 1..4),
-            drop in proptest::collection::btree_set(0..6i64, 1..3),
-        ) {
-            let list = |s: &std::collections::BTreeSet<i64>| s.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
-            let b = batch(vec![("t", Arc::new(Int64Array::from(rows.clone())) as ArrayRef)]);
-            let mut fs = Filters::new(Some(f("t", &list(&keep))), Some(f("t", &list(&drop))));
-            let d = fs.decide(&b);
-            let want: Vec<bool> = rows.iter().map(|v| v.is_some_and(|v| keep.contains(&v) && !drop.contains(&v))).collect();
-            prop_assert_eq!(kept(&d), want.clone());
-            let gone: usize = d.filtered.iter().map(|(_, n)| n).sum();
-            prop_assert_eq!(gone + want.iter().filter(|k| **k).count(), rows.len());
-        }
-    }
 }
