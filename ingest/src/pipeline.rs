@@ -525,6 +525,15 @@ impl Pipeline {
                 left(until),
             ));
             match sent {
+                // The rest too, exactly (its ranges were another owner's last).
+                Ok(ack)
+                    if ack.flush_id == rest.descriptor.flush_id
+                        && ack.recorded_by_another_flush =>
+                {
+                    return Ok(left_out
+                        + rest.descriptor.expected_rows
+                        + record_letters(&rest.descriptor))
+                }
                 Ok(ack) if ack.flush_id == rest.descriptor.flush_id => return Ok(left_out),
                 Ok(ack) => anyhow::bail!(
                     "the writer acknowledged flush {:?} while {} was sent; not committing",
@@ -687,6 +696,13 @@ impl Pipeline {
             Err(e) => return Err(e.into()),
         };
         drop(batches);
+        if ack.as_ref().is_some_and(|a| a.recorded_by_another_flush) {
+            // Another owner wrote the very same ranges (a handover).
+            self.metrics
+                .records_skipped
+                .with_label_values(&[skip_reason::ALREADY_RECORDED])
+                .inc_by(want.rows + want.record_dead_letters as u64);
+        }
         if let Some(ack) = ack.as_ref().filter(|a| a.flush_id != flush_id) {
             anyhow::bail!(
                 "the writer acknowledged flush {:?} while {} was sent; not committing",

@@ -763,3 +763,106 @@ fn a_recreated_topic_is_refused_then_read_from_its_beginning_under_a_new_epoch()
     assert_eq!(distinct_seq(&lake), (410, 410));
     w.stop();
 }
+
+/// REPLICA_COUNT 1 -> 2 mid-stream on a Postgres catalog, as a rollout does
+/// it: the old pod keeps flushing while two new pods start from the offsets
+/// the lake held when they read them. The new pods' first flushes then
+/// reach into offsets the old pod recorded meanwhile; that is an expected
+/// event at a handover, not a crash: they send only what is not recorded
+/// yet and go on. Exactly once, no process exits, and conservation holds in
+/// each new pod with the records another owner wrote counted apart.
+#[test]
+fn a_replica_count_change_mid_stream_hands_partitions_over_without_exits() {
+    let broker = BrokerProcess::start(TOPIC, 4);
+    let lake = Lake::new(Backend::PostgresS3, "events");
+    let lease = ("DUCKLAKE_PARTITION_LEASE_S", "6");
+    let pod = |name: &'static str| ("POD_NAME", name);
+    let with_pod = |o: IngestOpts<'static>, name: &str| IngestOpts {
+        extra: vec![("POD_NAME", name.to_owned())],
+        ..o
+    };
+    let (chunk, chunks) = (500u64, 24u64);
+    let total = chunk * chunks;
+    produce_events(&broker.bootstrap, TOPIC, 4, 0, chunk);
+    let bootstrap: &'static str = Box::leak(broker.bootstrap.clone().into_boxed_str());
+    let producer = std::thread::spawn(move || {
+        for i in 1..chunks {
+            std::thread::sleep(Duration::from_millis(250));
+            produce_events(bootstrap, TOPIC, 4, i * chunk, chunk);
+        }
+    });
+    let w_old = Writer::start_with(&lake, &[pod("millpond-old-0"), lease]);
+    let w_old_addr: &'static str = Box::leak(w_old.addr.clone().into_boxed_str());
+    let old = Ingest::start(
+        &with_pod(opts(bootstrap, w_old_addr, 1, 0), "millpond-old-0"),
+        lake.dir.path(),
+    );
+    eventually(Duration::from_secs(60), "the old pod commits", || {
+        total_committed(bootstrap, 4) >= chunk as i64
+    });
+    // The new pods start while the old one still consumes and flushes.
+    let w0 = Writer::start_with(&lake, &[pod("millpond-new-0"), lease]);
+    let w1 = Writer::start_with(&lake, &[pod("millpond-new-1"), lease]);
+    let (a0, a1): (&'static str, &'static str) = (
+        Box::leak(w0.addr.clone().into_boxed_str()),
+        Box::leak(w1.addr.clone().into_boxed_str()),
+    );
+    let mut new0 = Ingest::start(
+        &with_pod(opts(bootstrap, a0, 2, 0), "millpond-new-0"),
+        lake.dir.path(),
+    );
+    let mut new1 = Ingest::start(
+        &with_pod(opts(bootstrap, a1, 2, 1), "millpond-new-1"),
+        lake.dir.path(),
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    old.stop();
+    w_old.stop();
+    producer.join().unwrap();
+    eventually(Duration::from_secs(120), "everything committed", || {
+        total_committed(bootstrap, 4) == total as i64
+            || !(new0.proc.is_running() && new1.proc.is_running())
+    });
+    for (name, i) in [("new-0", &mut new0), ("new-1", &mut new1)] {
+        assert!(
+            i.proc.is_running(),
+            "{name} exited during the handover:\n{}",
+            i.proc.logs()
+        );
+    }
+    assert_eq!(total_committed(bootstrap, 4), total as i64);
+    let left_out: f64 = [&new0, &new1]
+        .iter()
+        .map(|i| {
+            i.metric(
+                "millpond_records_skipped_total",
+                &[("reason", "already_recorded")],
+            )
+        })
+        .sum();
+    assert!(
+        left_out > 0.0,
+        "the new pods met the old pod's last flushes:\n{}\n{}",
+        new0.proc.logs(),
+        new1.proc.logs()
+    );
+    for (i, w) in [(&new0, &w0), (&new1, &w1)] {
+        assert_eq!(
+            i.metric("millpond_records_consumed_total", &[]),
+            w.metric("millpond_records_written_total", &[])
+                + w.metric("millpond_dead_letters_total", &[])
+                + i.metric("millpond_tombstones_total", &[])
+                + i.metric(
+                    "millpond_records_skipped_total",
+                    &[("reason", "already_recorded")]
+                ),
+            "conservation:\n{}",
+            i.proc.logs()
+        );
+    }
+    new0.stop();
+    new1.stop();
+    w0.stop();
+    w1.stop();
+    assert_eq!(distinct_seq(&lake), (total as i64, total as i64));
+}

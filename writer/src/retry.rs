@@ -132,6 +132,7 @@ mod tests {
                     table: "t".into(),
                     snapshot_id: None,
                     recorded: vec![],
+                    recorded_by_another_flush: false,
                 }));
             }
             Err(self.errors.remove(0))

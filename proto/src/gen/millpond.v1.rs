@@ -118,6 +118,11 @@ pub struct FlushAck {
     /// already recorded).
     #[prost(uint64, tag = "8")]
     pub dead_letters_written: u64,
+    /// With ALREADY_RECORDED: the lake recorded these ranges for a flush of
+    /// another id (another owner of the partitions wrote them, at a handover),
+    /// not for an earlier attempt of this flush.
+    #[prost(bool, tag = "9")]
+    pub recorded_by_another_flush: bool,
 }
 /// Carried in the grpc-status-details-bin of a failed DoPut.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

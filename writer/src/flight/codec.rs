@@ -140,6 +140,7 @@ struct JsonAck<'a> {
     table: &'a str,
     snapshot_id: i64,
     recorded: Vec<JsonRange>,
+    recorded_by_another_flush: bool,
 }
 
 pub fn encode_ack(ack: &FlushAck, enc: Encoding) -> Bytes {
@@ -159,6 +160,7 @@ pub fn encode_ack(ack: &FlushAck, enc: Encoding) -> Bytes {
                 table: &ack.table,
                 snapshot_id: ack.snapshot_id,
                 recorded: ack.recorded.iter().map(Into::into).collect(),
+                recorded_by_another_flush: ack.recorded_by_another_flush,
             };
             Bytes::from(serde_json::to_vec(&json).expect("plain structs serialize"))
         }
@@ -222,12 +224,14 @@ mod tests {
             table: "lake.main.events".into(),
             snapshot_id: 9,
             recorded: vec![OffsetRange::new("t", 0, 0, 3)],
+            recorded_by_another_flush: true,
         };
         let v: serde_json::Value =
             serde_json::from_slice(&encode_ack(&ack, Encoding::Json)).unwrap();
         assert_eq!(v["dead_letters_written"], 1);
         assert_eq!(v["outcome"], "written");
         assert_eq!(v["recorded"][0]["last"], 3);
+        assert_eq!(v["recorded_by_another_flush"], true);
     }
 
     #[test]

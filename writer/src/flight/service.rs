@@ -205,6 +205,7 @@ impl WriterService {
                     table: receipt.table,
                     snapshot_id: receipt.snapshot_id.unwrap_or(-1),
                     recorded: receipt.recorded,
+                    recorded_by_another_flush: receipt.recorded_by_another_flush,
                 };
                 let put = PutResult {
                     app_metadata: encode_ack(&ack, enc),

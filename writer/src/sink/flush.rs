@@ -36,6 +36,9 @@ pub struct Receipt {
     /// Lake snapshot that holds the rows, when the sink has one.
     pub snapshot_id: Option<i64>,
     pub recorded: Vec<OffsetRange>,
+    /// AlreadyRecorded under another flush's id: see
+    /// `FlushAck.recorded_by_another_flush`.
+    pub recorded_by_another_flush: bool,
 }
 
 /// Proof that a value describes a durable write. Only sinks construct it.

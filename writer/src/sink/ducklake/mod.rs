@@ -487,7 +487,13 @@ impl DuckLakeSink {
         match seen {
             Coverage::AlreadyRecorded => {
                 self.metrics.flushes_already_recorded.inc();
-                tracing::info!(flush_id = %flush.id, "flush already recorded in the lake; acknowledging without writing");
+                let ids = self
+                    .offsets
+                    .flush_ids(self.conn(), &flush.ranges)
+                    .map_err(|e| self.err(e))?;
+                let another = ids.iter().any(|id| *id != flush.id);
+                tracing::info!(flush_id = %flush.id, by_another_flush = another,
+                    "flush already recorded in the lake; acknowledging without writing");
                 Ok(Some(Durable::new(Receipt {
                     rows_written: 0,
                     dead_letters_written: 0,
@@ -495,6 +501,7 @@ impl DuckLakeSink {
                     table: self.cfg.qualified_table(),
                     snapshot_id: None,
                     recorded: flush.ranges.clone(),
+                    recorded_by_another_flush: another,
                 })))
             }
             Coverage::Overlap(why) => {
@@ -729,6 +736,7 @@ impl DuckLakeSink {
             table,
             snapshot_id,
             recorded: flush.ranges.clone(),
+            recorded_by_another_flush: false,
         }))
     }
 }

@@ -143,6 +143,31 @@ impl OffsetsTable {
         rows.collect()
     }
 
+    /// The ids of the flushes that recorded exactly `ranges`.
+    pub fn flush_ids(
+        &self,
+        conn: &Connection,
+        ranges: &[OffsetRange],
+    ) -> duckdb::Result<Vec<String>> {
+        let mut ids = Vec::with_capacity(ranges.len());
+        let sql = format!(
+            "SELECT DISTINCT flush_id FROM {} WHERE target_table = ? AND topic = ? \
+             AND kafka_partition = ? AND first_offset = ? AND last_offset = ?",
+            self.name
+        );
+        let mut stmt = conn.prepare(&sql)?;
+        for r in ranges {
+            let rows = stmt.query_map(
+                params![self.target, r.topic, r.partition, r.first, r.last],
+                |row| row.get::<_, String>(0),
+            )?;
+            for id in rows {
+                ids.push(id?);
+            }
+        }
+        Ok(ids)
+    }
+
     /// Deletes every row below the highest per partition. Best effort and
     /// in its own transaction, so it never fails a flush.
     pub fn prune_sql(&self) -> String {

@@ -570,6 +570,7 @@ impl DuckLakeSink {
             table: self.cfg.qualified_table(),
             snapshot_id,
             recorded: flush.ranges.clone(),
+            recorded_by_another_flush: false,
         }))
     }
 

@@ -338,6 +338,7 @@ impl Sink for HoglakeSink {
             table,
             snapshot_id: receipt.snapshot_id,
             recorded: flush.ranges.clone(),
+            recorded_by_another_flush: false,
         }))
     }
 
