@@ -9,6 +9,7 @@ pub mod freshness;
 pub mod health;
 pub mod kafka;
 pub mod pipeline;
+pub mod replay;
 pub mod run;
 pub mod sample;
 pub mod stages;

@@ -1,23 +1,44 @@
 //! millpond-replay: re-send a Kafka offset range or a JSON-lines file.
 use std::process::Command;
 
-use millpond_tests::kafka::produce_events;
+use millpond_proto::OffsetRange;
+use millpond_tests::flight::{client, recorded};
+use millpond_tests::kafka::{produce, produce_events};
 use millpond_tests::lake::{Backend, Lake};
 use millpond_tests::process::binary;
 use millpond_tests::writer::Writer;
 use rdkafka::mocking::MockCluster;
 
-fn replay(args: &[&str]) -> String {
+/// Runs the tool: (exit status, stdout, stderr).
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(binary("millpond-replay"))
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "replay failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn replay(args: &[&str]) -> String {
+    let (status, stdout, stderr) = run(args);
+    assert_eq!(status, Some(0), "replay failed: {stderr}");
+    stdout
+}
+
+fn args(a: &[String]) -> Vec<&str> {
+    a.iter().map(String::as_str).collect()
+}
+
+/// The offsets the writer says the lake recorded for `topic`.
+fn recorded_offsets(addr: &str, topic: &str) -> Vec<OffsetRange> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async { recorded(&mut client(addr).await, topic).await })
 }
 
 #[test]
@@ -45,8 +66,15 @@ fn replays_a_kafka_range_once_and_a_jsonl_file() {
     let first = replay(&kafka);
     assert!(first.contains("50 records"), "{first}");
     assert!(first.contains("Written, 50 rows"), "{first}");
-    let again = replay(&kafka);
-    assert!(again.contains("AlreadyRecorded, 0 rows"), "{again}");
+    // A resend of the very range recorded last writes nothing, says so,
+    // and exits 3.
+    let (status, again, stderr) = run(&kafka);
+    assert_eq!(status, Some(3), "{again}{stderr}");
+    assert!(
+        again.contains("AlreadyRecorded, nothing written: the lake had already recorded exactly events partition 0 offsets 0..=49"),
+        "{again}"
+    );
+    assert!(!again.contains("rows"), "{again}");
 
     let file = lake.dir.path().join("events.jsonl");
     std::fs::write(&file, "{\"seq\":1000}\nnot json\n{\"seq\":1001}\n").unwrap();
@@ -216,5 +244,142 @@ fn typed_columns_land_as_their_types() {
             "2|column_coercion|ts|TIMESTAMP WITH TIME ZONE|tomorrow",
             "2|column_coercion|uuid|UUID|0x1234",
         ]
+    );
+}
+
+/// A range starting above the partition's next offset would leave the
+/// offsets between unrecorded for good: it is refused, naming them, and
+/// nothing is recorded; with --allow-gap it is recorded and the skipped
+/// offsets are named. Nothing recorded, a partition starts at 0.
+#[test]
+fn a_replay_that_would_leave_a_gap_is_refused_unless_allowed() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("events", 1, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    produce_events(&bs, "events", 1, 0, 100);
+    let lake = Lake::new(Backend::Embedded, "events");
+    let w = Writer::start(&lake);
+    let kafka = |from: &'static str, to: &'static str| {
+        [
+            "--writer",
+            &w.addr,
+            "--topic",
+            "events",
+            "--partition",
+            "0",
+            "--kafka",
+            &bs,
+            "--from",
+            from,
+            "--to",
+            to,
+        ]
+        .map(str::to_owned)
+    };
+    replay(&args(&kafka("0", "9")));
+    let before = vec![OffsetRange::new("events", 0, 0, 9)];
+    assert_eq!(recorded_offsets(&w.addr, "events"), before);
+
+    let (status, stdout, stderr) = run(&args(&kafka("50", "59")));
+    assert_eq!(status, Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(
+            "the lake recorded offsets up to 9, so offsets 10..=49 would never be recorded"
+        ) && stderr.contains("--from 10")
+            && stderr.contains("--allow-gap"),
+        "{stderr}"
+    );
+    assert_eq!(
+        recorded_offsets(&w.addr, "events"),
+        before,
+        "nothing recorded"
+    );
+
+    let gap = kafka("50", "59");
+    let mut allowed = args(&gap);
+    allowed.push("--allow-gap");
+    let (status, stdout, stderr) = run(&allowed);
+    assert_eq!(status, Some(0), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("--allow-gap: skipping offsets 10..=49 of events partition 0"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("Written, 10 rows"), "{stdout}");
+    assert_eq!(
+        recorded_offsets(&w.addr, "events"),
+        [OffsetRange::new("events", 0, 50, 59)]
+    );
+
+    // Nothing recorded for a topic of its own: the first range starts at 0.
+    let file = lake.dir.path().join("fixed.jsonl");
+    std::fs::write(&file, "{\"seq\":1}\n").unwrap();
+    let f = file.display().to_string();
+    let jsonl = |from| {
+        run(&[
+            "--writer",
+            &w.addr,
+            "--topic",
+            "events.replayed",
+            "--partition",
+            "0",
+            "--jsonl",
+            &f,
+            "--from",
+            from,
+        ])
+    };
+    let (status, _, stderr) = jsonl("5");
+    assert_eq!(status, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the lake recorded no offsets for it")
+            && stderr.contains("offsets 0..=4 would never be recorded"),
+        "{stderr}"
+    );
+    assert_eq!(recorded_offsets(&w.addr, "events.replayed"), []);
+    let (status, stdout, stderr) = jsonl("0");
+    assert_eq!(status, Some(0), "{stdout}{stderr}");
+    w.stop();
+    assert_eq!(lake.count(), 21);
+}
+
+/// A Kafka replay reads records whole: a record that is not JSON is a dead
+/// letter with its key and Kafka timestamp, as ingest would have made it.
+#[test]
+fn a_kafka_replay_keeps_the_key_and_timestamp_of_its_dead_letters() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("events", 1, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    produce(
+        &bs,
+        "events",
+        &[
+            (0, Some(b"{\"seq\":0}".to_vec())),
+            (0, Some(b"not json".to_vec())),
+        ],
+    );
+    let lake = Lake::new(Backend::Embedded, "events");
+    let w = Writer::start(&lake);
+    let out = replay(&[
+        "--writer",
+        &w.addr,
+        "--topic",
+        "events",
+        "--partition",
+        "0",
+        "--kafka",
+        &bs,
+        "--from",
+        "0",
+        "--to",
+        "1",
+    ]);
+    assert!(out.contains("Written, 1 rows and 1 dead letters"), "{out}");
+    w.stop();
+    assert_eq!(
+        lake.query(
+            "SELECT kafka_offset, decode(kafka_key), kafka_timestamp IS NOT NULL \
+             FROM lake.main.events_dead_letters"
+        ),
+        ["1|k|true"]
     );
 }

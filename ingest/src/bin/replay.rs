@@ -8,22 +8,36 @@
 //! Kafka mode reads exactly offsets [from, to] of one partition. File mode
 //! treats line i as offset from + i. Either way the flush carries that range,
 //! so a writer whose lake already recorded it acknowledges without writing.
+//! A range must start at the partition's next offset (see
+//! `millpond_ingest::replay`) unless `--allow-gap`.
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Parser};
 use millpond_ingest::buffer::Record;
 use millpond_ingest::flight::WriterClient;
+use millpond_ingest::replay::{KafkaPartition, Owned, Position, Start};
 use millpond_ingest::stages::{StageConfig, Stages};
-use millpond_proto::FlushTrigger;
+use millpond_proto::{AckOutcome, FlushTrigger};
 use millpond_shared::config::{Env, EnvReader};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+/// How long the writer and Kafka are given for each step.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The exit status when the writer wrote nothing: the lake had already
+/// recorded this very range (a resend).
+const ALREADY_RECORDED: u8 = 3;
 
 /// Re-send one partition's records to a Millpond writer as one flush.
 #[derive(Parser)]
-#[command(name = "millpond-replay", group(ArgGroup::new("source").required(true).args(["kafka", "jsonl"])))]
+#[command(
+    name = "millpond-replay",
+    group(ArgGroup::new("source").required(true).args(["kafka", "jsonl"])),
+    after_help = "Exit status: 0 written; 3 nothing written, the lake had already recorded this \
+                  exact range; 1 any other failure (a range that would leave a gap, a refusal by \
+                  the writer); 2 bad arguments."
+)]
 struct Args {
     /// The writer's Flight address.
     #[arg(long, default_value = millpond_proto::DEFAULT_WRITER_ADDR)]
@@ -34,7 +48,9 @@ struct Args {
     /// Partition the flush's offset range is recorded under.
     #[arg(long)]
     partition: i32,
-    /// First offset (file mode: the offset of the first line).
+    /// First offset (file mode: the offset of the first line). It must be
+    /// the partition's next offset: one past what the lake recorded, or 0
+    /// (Kafka mode: the log start) when it recorded nothing.
     #[arg(long)]
     from: i64,
     /// Last offset, inclusive (Kafka mode).
@@ -49,81 +65,93 @@ struct Args {
     /// Flush id (default: replay-<uuid>); reuse one to test resends.
     #[arg(long)]
     flush_id: Option<String>,
+    /// Record a range that starts above the partition's next offset: the
+    /// offsets in between are never recorded (they are named on stderr).
+    #[arg(long)]
+    allow_gap: bool,
 }
 
-fn read_kafka(
-    bootstrap: &str,
-    topic: &str,
-    partition: i32,
-    from: i64,
-    to: i64,
-) -> anyhow::Result<Vec<(i64, Option<Vec<u8>>)>> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "millpond-replay")
-        .set("enable.auto.commit", "false")
-        .create()?;
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Offset(from))?;
-    consumer.assign(&tpl)?;
-    let mut out = Vec::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while out.last().map(|(o, _)| *o).unwrap_or(from - 1) < to {
-        if std::time::Instant::now() > deadline {
-            bail!(
-                "timed out reading offsets {from}..={to}; got {} records",
-                out.len()
-            );
-        }
-        match consumer.poll(Duration::from_millis(500)) {
-            Some(Ok(m)) if m.offset() <= to => {
-                out.push((m.offset(), m.payload().map(<[u8]>::to_vec)))
-            }
-            Some(Ok(_)) => break,
-            Some(Err(e)) => bail!("kafka: {e}"),
-            None => {}
+fn main() -> ExitCode {
+    match replay(Args::parse()) {
+        Ok(code) => code,
+        // One line with its causes, whatever RUST_BACKTRACE says.
+        Err(e) => {
+            eprintln!("millpond-replay: {e:#}");
+            ExitCode::FAILURE
         }
     }
-    Ok(out)
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let (topic, partition, from) = (args.topic, args.partition, args.from);
-    let records = match (&args.kafka, &args.jsonl, args.to) {
-        (Some(bootstrap), None, Some(to)) => read_kafka(bootstrap, &topic, partition, from, to)?,
-        (None, Some(path), _) => std::fs::read_to_string(path)
-            .with_context(|| format!("read {path}"))?
-            .lines()
-            .enumerate()
-            .map(|(i, l)| (from + i as i64, Some(l.as_bytes().to_vec())))
-            .collect(),
-        _ => bail!("give exactly one of --kafka BOOTSTRAP (with --to) or --jsonl FILE"),
-    };
-    if records.is_empty() {
-        bail!("nothing to replay");
+fn replay(args: Args) -> anyhow::Result<ExitCode> {
+    let (topic, partition, from) = (args.topic.as_str(), args.partition, args.from);
+    if from < 0 {
+        bail!("--from {from}: an offset is 0 or more");
+    }
+    if let Some(to) = args.to.filter(|&to| to < from) {
+        bail!("--to {to} is below --from {from}");
     }
     // The same stages as the pipeline, from the same variables.
     let env = Env::from_process();
     let mut reader = EnvReader::new(&env);
     let stage_cfg = StageConfig::from_env(&mut reader);
     reader.finish()?;
+
+    let kafka = match &args.kafka {
+        Some(bootstrap) => Some(KafkaPartition::open(bootstrap, topic, partition, DEADLINE)?),
+        None => None,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut client = WriterClient::new(args.writer);
+    let recorded = rt
+        .block_on(client.recorded_offsets(topic, DEADLINE))
+        .context("asking the writer which offsets the lake recorded")?;
+    let position = Position::of(&recorded, topic, partition, kafka.as_ref().map(|k| k.low));
+    if let Start::Gap(skipped) = position.start(from) {
+        let (first, last) = (skipped.start(), skipped.end());
+        if !args.allow_gap {
+            bail!(
+                "refusing to replay {topic} partition {partition} from offset {from}: {}, so offsets \
+                 {first}..={last} would never be recorded (the writer refuses a range below recorded \
+                 offsets, and ingest resumes after them). Start at --from {first}, or pass \
+                 --allow-gap to skip them for good.",
+                position.describe()
+            );
+        }
+        eprintln!(
+            "--allow-gap: skipping offsets {first}..={last} of {topic} partition {partition} ({}); \
+             they will never be recorded",
+            position.describe()
+        );
+    }
+
+    let records: Vec<Owned> = match (&kafka, &args.jsonl, args.to) {
+        (Some(k), None, Some(to)) => k.read(from, to, DEADLINE)?,
+        (None, Some(path), _) => std::fs::read_to_string(path)
+            .with_context(|| format!("read {path}"))?
+            .lines()
+            .enumerate()
+            .map(|(i, l)| Owned {
+                partition,
+                offset: from + i as i64,
+                timestamp_ms: None,
+                key: None,
+                payload: Some(l.as_bytes().to_vec()),
+            })
+            .collect(),
+        _ => bail!("give exactly one of --kafka BOOTSTRAP (with --to) or --jsonl FILE"),
+    };
+    if records.is_empty() {
+        bail!("nothing to replay");
+    }
     let mut stages = Stages::new(&stage_cfg);
-    let batch: Vec<Record<'_>> = records
-        .iter()
-        .map(|(offset, payload)| Record {
-            partition,
-            offset: *offset,
-            timestamp_ms: None,
-            key: None,
-            payload: payload.as_deref(),
-        })
-        .collect();
-    let added = stages.process(&topic, &batch);
+    let batch: Vec<Record<'_>> = records.iter().map(Owned::record).collect();
+    let added = stages.process(topic, &batch);
     let flush_id = args
         .flush_id
         .unwrap_or_else(|| format!("replay-{}", uuid::Uuid::new_v4()));
-    let staged = stages.cut(&topic, FlushTrigger::Unspecified, flush_id)?;
+    let staged = stages.cut(topic, FlushTrigger::Unspecified, flush_id)?;
     if let Some((why, _)) = &staged.sort_skipped {
         eprintln!(
             "MILLPOND_SORT_BY: sent unsorted ({}: {:?})",
@@ -131,16 +159,7 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let cut = staged.cut;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let mut client = WriterClient::new(args.writer);
-    let ack = rt.block_on(client.send(
-        &cut.descriptor,
-        cut.schema,
-        &cut.batches,
-        Duration::from_secs(60),
-    ))?;
+    let ack = rt.block_on(client.send(&cut.descriptor, cut.schema, &cut.batches, DEADLINE))?;
     // Filtered records are neither rows nor dead letters: say so, since a
     // replay with the pipeline's filters may drop the records it was for.
     let filtered: usize = added.filtered.iter().map(|(_, n)| n).sum();
@@ -149,18 +168,44 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .map(|(reason, n)| format!("{reason} {n}"))
         .collect();
-    println!(
-        "flush {} ({} records, {} not JSON objects, {} tombstones, {} filtered{}): {:?}, {} rows and {} dead letters written to {}",
+    let summary = format!(
+        "flush {} ({} records, {} not JSON objects, {} tombstones, {} filtered{})",
         ack.flush_id,
         records.len(),
         added.dead_letters.len(),
         added.tombstones,
         filtered,
-        if reasons.is_empty() { String::new() } else { format!(": {}", reasons.join(", ")) },
+        if reasons.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", reasons.join(", "))
+        },
+    );
+    if ack.outcome() == AckOutcome::AlreadyRecorded {
+        let ranges: Vec<String> = cut
+            .descriptor
+            .ranges
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} partition {} offsets {}..={}",
+                    r.topic, r.partition, r.first, r.last
+                )
+            })
+            .collect();
+        println!(
+            "{summary}: AlreadyRecorded, nothing written: the lake had already recorded exactly {} \
+             (exit status {ALREADY_RECORDED})",
+            ranges.join(", ")
+        );
+        return Ok(ExitCode::from(ALREADY_RECORDED));
+    }
+    println!(
+        "{summary}: {:?}, {} rows and {} dead letters written to {}",
         ack.outcome(),
         ack.rows_written,
         ack.dead_letters_written,
         ack.table
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

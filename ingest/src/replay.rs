@@ -1,0 +1,240 @@
+//! The replay tool's rules (`millpond-replay`): where a replayed range of
+//! one partition may start, and reading that range from Kafka exactly.
+//!
+//! A range recorded above the partition's next offset leaves a gap for
+//! good: the writer refuses anything below recorded offsets, and ingest
+//! resumes after them. So a replay starts at the next offset, at or below
+//! the recorded offsets (the writer then acknowledges the range recorded
+//! last as a resend and refuses any other overlap), or above it only when
+//! the operator says `--allow-gap`.
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use millpond_proto::OffsetRange;
+use rdkafka::consumer::Consumer as _;
+use rdkafka::ClientConfig;
+
+use crate::buffer::Record;
+use crate::kafka::{reread, Consumer, KafkaContext};
+
+/// Where one partition stands: what the lake recorded, and where Kafka's
+/// log starts (Kafka mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// The last offset the lake recorded for the partition.
+    pub recorded_last: Option<i64>,
+    /// The partition's first offset still in Kafka.
+    pub log_start: Option<i64>,
+}
+
+/// How a replay's first offset relates to a [`Position`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Start {
+    /// At the next offset: nothing is skipped.
+    Next,
+    /// At or below the recorded offsets: the writer judges it.
+    Recorded,
+    /// Above the next offset: these offsets would never be recorded.
+    Gap(RangeInclusive<i64>),
+}
+
+impl Position {
+    /// The partition's position from the writer's recorded-offsets answer.
+    pub fn of(
+        recorded: &[OffsetRange],
+        topic: &str,
+        partition: i32,
+        log_start: Option<i64>,
+    ) -> Self {
+        Position {
+            recorded_last: recorded
+                .iter()
+                .filter(|r| r.topic == topic && r.partition == partition)
+                .map(|r| r.last)
+                .max(),
+            log_start,
+        }
+    }
+
+    /// The offset a replay starts at to skip none: one past the recorded
+    /// offsets, or 0 when none are; never below Kafka's log start (offsets
+    /// below it no longer exist, and ingest skips them too).
+    pub fn next(&self) -> i64 {
+        let after = self.recorded_last.map_or(0, |l| l + 1);
+        after.max(self.log_start.unwrap_or(0))
+    }
+
+    pub fn start(&self, from: i64) -> Start {
+        let next = self.next();
+        match self.recorded_last {
+            _ if from == next => Start::Next,
+            Some(last) if from <= last => Start::Recorded,
+            _ if from > next => Start::Gap(next..=from - 1),
+            // Below Kafka's log start: the read finds those offsets gone.
+            _ => Start::Next,
+        }
+    }
+
+    /// What the lake and Kafka hold, for messages.
+    pub fn describe(&self) -> String {
+        let lake = match self.recorded_last {
+            Some(last) => format!("the lake recorded offsets up to {last}"),
+            None => {
+                "the lake recorded no offsets for it (a hoglake writer never reports any)".into()
+            }
+        };
+        match self.log_start {
+            Some(start) if start > 0 => format!("{lake}, and Kafka's log starts at {start}"),
+            _ => lake,
+        }
+    }
+}
+
+/// A record read for a replay, owning its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned {
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp_ms: Option<i64>,
+    pub key: Option<Vec<u8>>,
+    /// `None` is a tombstone.
+    pub payload: Option<Vec<u8>>,
+}
+
+impl Owned {
+    pub fn record(&self) -> Record<'_> {
+        Record {
+            partition: self.partition,
+            offset: self.offset,
+            timestamp_ms: self.timestamp_ms,
+            key: self.key.as_deref(),
+            payload: self.payload.as_deref(),
+        }
+    }
+}
+
+/// One partition of a Kafka topic, to replay a range of.
+pub struct KafkaPartition {
+    consumer: Consumer,
+    topic: String,
+    partition: i32,
+    /// Kafka's watermarks: the first offset held and one past the last.
+    pub low: i64,
+    pub high: i64,
+}
+
+impl KafkaPartition {
+    pub fn open(
+        bootstrap: &str,
+        topic: &str,
+        partition: i32,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        let registry = millpond_shared::metrics::new_registry("millpond-replay", "");
+        let context = KafkaContext::new(
+            millpond_shared::metrics::IngestMetrics::new(&registry),
+            None,
+        );
+        let consumer: Consumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", "millpond-replay")
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "false")
+            // An offset gone from Kafka is an error, not a jump.
+            .set("auto.offset.reset", "error")
+            .create_with_context(context)
+            .context("creating the Kafka consumer")?;
+        let (low, high) = consumer
+            .fetch_watermarks(topic, partition, timeout)
+            .with_context(|| {
+                format!("reading the offsets Kafka holds for {topic} partition {partition}")
+            })?;
+        Ok(KafkaPartition {
+            consumer,
+            topic: topic.into(),
+            partition,
+            low,
+            high,
+        })
+    }
+
+    /// Reads offsets `from..=to` exactly (see [`reread`]) within `deadline`.
+    pub fn read(&self, from: i64, to: i64, deadline: Duration) -> anyhow::Result<Vec<Owned>> {
+        let (topic, p, low, high) = (&self.topic, self.partition, self.low, self.high);
+        if from < low {
+            bail!("offsets {from}..={} of {topic} partition {p} are no longer in Kafka (its log starts at {low})", low - 1);
+        }
+        if to >= high {
+            bail!(
+                "offset {to} is past the end of {topic} partition {p} (its last offset is {})",
+                high - 1
+            );
+        }
+        let mut out = Vec::new();
+        let range = OffsetRange::new(topic.as_str(), p, from, to);
+        reread(&self.consumer, &[range], deadline, |records| {
+            out.extend(records.iter().map(|r| Owned {
+                partition: r.partition,
+                offset: r.offset,
+                timestamp_ms: r.timestamp_ms,
+                key: r.key.map(<[u8]>::to_vec),
+                payload: r.payload.map(<[u8]>::to_vec),
+            }))
+        })?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(recorded_last: Option<i64>, log_start: Option<i64>) -> Position {
+        Position {
+            recorded_last,
+            log_start,
+        }
+    }
+
+    #[test]
+    fn a_replay_starts_at_the_next_offset_or_names_the_gap() {
+        // The lake recorded up to 100.
+        let p = at(Some(100), None);
+        assert_eq!(p.start(101), Start::Next);
+        assert_eq!(p.start(500), Start::Gap(101..=499));
+        assert_eq!(p.start(102), Start::Gap(101..=101));
+        assert_eq!(p.start(100), Start::Recorded);
+        assert_eq!(p.start(0), Start::Recorded);
+        // Nothing recorded: a partition starts at 0.
+        let p = at(None, None);
+        assert_eq!(p.start(0), Start::Next);
+        assert_eq!(p.start(5), Start::Gap(0..=4));
+        // Kafka's log start: offsets below it are gone for everyone.
+        let p = at(None, Some(300));
+        assert_eq!(p.start(300), Start::Next);
+        assert_eq!(p.start(301), Start::Gap(300..=300));
+        let p = at(Some(100), Some(300));
+        assert_eq!(p.start(300), Start::Next);
+        assert_eq!(p.start(50), Start::Recorded);
+        assert_eq!(at(Some(400), Some(300)).start(450), Start::Gap(401..=449));
+    }
+
+    #[test]
+    fn position_reads_its_own_partition() {
+        let recorded = [
+            OffsetRange::new("events", 0, 0, 9),
+            OffsetRange::new("events", 1, 50, 99),
+            OffsetRange::new("other", 1, 0, 500),
+        ];
+        assert_eq!(
+            Position::of(&recorded, "events", 1, None).recorded_last,
+            Some(99)
+        );
+        assert_eq!(
+            Position::of(&recorded, "events", 2, None).recorded_last,
+            None
+        );
+    }
+}
