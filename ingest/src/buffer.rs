@@ -60,7 +60,8 @@ pub struct Added {
     pub tombstones: usize,
     /// Dead-letter reason of each record that is not a row.
     pub dead_letters: Vec<&'static str>,
-    /// Values dead-lettered out of rows (keys in the reserved namespace).
+    /// Values dead-lettered out of rows (reserved keys, keys past the
+    /// column limit, earlier values of a repeated key, failed coercions).
     pub dead_values: usize,
     /// Records a filter stage removed, by reason (not rows, not dead letters).
     pub filtered: Vec<(&'static str, usize)>,
@@ -324,14 +325,13 @@ impl Pending {
                 })
                 .collect()
         });
+        // A filtered record leaves no dead letter.
+        let kept = |row: usize| match &renumber {
+            Some(map) => map[row],
+            None => Some(row),
+        };
         for n in nulled {
-            let row = match &renumber {
-                Some(map) => match map[n.row] {
-                    Some(r) => r,
-                    None => continue,
-                },
-                None => n.row,
-            };
+            let Some(row) = kept(n.row) else { continue };
             added.dead_values += 1;
             self.dead_letter(DeadLetter::value(
                 topic,
@@ -342,23 +342,24 @@ impl Pending {
                 n.text,
             ));
         }
-        for o in converted.overflow {
-            let row = match &renumber {
-                Some(map) => match map[o.row] {
-                    Some(r) => r,
-                    None => continue, // a filtered record leaves no dead letter
-                },
-                None => o.row,
-            };
-            let o = crate::convert::Overflow { row, ..o };
+        let overflow = converted
+            .overflow
+            .into_iter()
+            .map(|w| (dead_letter_reason::TOO_MANY_COLUMNS, w));
+        let repeated = converted
+            .repeated
+            .into_iter()
+            .map(|w| (dead_letter_reason::DUPLICATE_FIELD_NAME, w));
+        for (reason, w) in overflow.chain(repeated) {
+            let Some(row) = kept(w.row) else { continue };
             added.dead_values += 1;
             self.dead_letter(DeadLetter::value(
                 topic,
-                Some(at(row_sources[o.row])),
-                dead_letter_reason::TOO_MANY_COLUMNS,
-                &o.column,
+                Some(at(row_sources[row])),
+                reason,
+                &w.column,
                 "",
-                o.text.into_bytes(),
+                w.text.into_bytes(),
             ));
         }
         for r in &row_sources {
@@ -657,6 +658,62 @@ mod tests {
                 (2, "f", "too_many_columns", &b"6"[..]),
             ]
         );
+    }
+
+    #[test]
+    fn earlier_values_of_a_repeated_key_are_duplicate_field_name_dead_letters() {
+        let recs = [
+            rec(0, 1, Some(br#"{"a":1,"a":2}"#)),
+            rec(0, 2, Some(br#"{"a":3}"#)),
+            rec(0, 3, Some(br#"{"a":"x","a":"y","a":4}"#)),
+        ];
+        let mut p = Pending::default();
+        let added = p.add("t", &recs);
+        assert_eq!((added.rows, added.dead_values), (3, 3));
+        assert!(added.dead_letters.is_empty(), "every record is a row");
+        let cut = p.cut("t", FlushTrigger::Size, "f".into()).unwrap();
+        let a = cut.batches[0].column_by_name("a").unwrap();
+        let a = a.as_any().downcast_ref::<arrow::array::Int64Array>();
+        assert_eq!(
+            a.map(|a| a.iter().collect::<Vec<_>>()),
+            Some(vec![Some(2), Some(3), Some(4)]),
+            "the last value lands"
+        );
+        let letters: Vec<_> = cut
+            .descriptor
+            .dead_letters
+            .iter()
+            .map(|l| {
+                (
+                    l.offset,
+                    l.reason.as_str(),
+                    l.column.as_str(),
+                    l.original.as_slice(),
+                    l.value_level,
+                    l.key.as_deref(),
+                )
+            })
+            .collect();
+        let dup = "duplicate_field_name";
+        let k = Some(&b"k"[..]);
+        assert_eq!(
+            letters,
+            [
+                (1, dup, "a", &b"1"[..], true, k),
+                (3, dup, "a", &b"x"[..], true, k),
+                (3, dup, "a", &b"y"[..], true, k),
+            ]
+        );
+        // A record a filter removes leaves no dead letter.
+        let mut p = Pending::default();
+        let added = p.add_filtered("t", &recs, |_| Decision {
+            keep: Some(arrow::array::BooleanArray::from(vec![false, true, true])),
+            filtered: vec![("filter_excluded", 1)],
+            ..Decision::default()
+        });
+        assert_eq!((added.rows, added.dead_values), (2, 2));
+        let cut = p.cut("t", FlushTrigger::Size, "f".into()).unwrap();
+        assert!(cut.descriptor.dead_letters.iter().all(|l| l.offset == 3));
     }
 
     #[test]

@@ -3,25 +3,32 @@
 //! implied), the same with `T` instead of the space, and either followed by
 //! `Z` or a `+HH:MM`/`-HH:MM` offset. More than 6 fractional digits are
 //! accepted only when the extra ones are zeros: a timestamp column holds
-//! microseconds, and nothing is rounded.
-use chrono::{DateTime, NaiveDateTime};
+//! microseconds, and nothing is rounded. A leap second (`:60`) is refused:
+//! no microsecond count since the epoch names it, and moving it to `:59`
+//! or the next minute would change it.
+use chrono::{DateTime, NaiveDateTime, Timelike};
 
 pub fn parse_micros(s: &str) -> Option<i64> {
     let (body, frac) = split_fraction(s)?;
     let micros_frac = frac.micros?;
     let naive_or_offset = format!("{body}{}", frac.rest);
     let normalized = naive_or_offset.replacen('T', " ", 1);
-    let seconds = if let Ok(dt) =
-        DateTime::parse_from_str(&normalized.replace('Z', "+00:00"), "%Y-%m-%d %H:%M:%S%:z")
-    {
-        dt.timestamp()
-    } else {
-        NaiveDateTime::parse_from_str(&normalized, "%Y-%m-%d %H:%M:%S")
-            .ok()?
-            .and_utc()
-            .timestamp()
+    let naive = match DateTime::parse_from_str(
+        &normalized.replace('Z', "+00:00"),
+        "%Y-%m-%d %H:%M:%S%:z",
+    ) {
+        Ok(dt) => dt.naive_utc(),
+        Err(_) => NaiveDateTime::parse_from_str(&normalized, "%Y-%m-%d %H:%M:%S").ok()?,
     };
-    seconds.checked_mul(1_000_000)?.checked_add(micros_frac)
+    // chrono reads second 60 as second 59 plus a whole second of nanos.
+    if naive.nanosecond() >= 1_000_000_000 {
+        return None;
+    }
+    naive
+        .and_utc()
+        .timestamp()
+        .checked_mul(1_000_000)?
+        .checked_add(micros_frac)
 }
 
 struct Fraction<'a> {
@@ -101,5 +108,29 @@ mod tests {
         ] {
             assert_eq!(parse_micros(s), None, "{s}");
         }
+    }
+
+    #[test]
+    fn a_leap_second_is_refused_never_moved() {
+        for s in [
+            "2024-01-01 12:00:60",
+            "2024-01-01 12:00:60.5",
+            "2024-01-01 12:00:60.000000",
+            "2016-12-31 23:59:60",
+            "2016-12-31T23:59:60Z",
+            "2016-12-31T23:59:60.999999Z",
+            "2017-01-01T01:59:60+02:00",
+            "2016-12-31T22:59:60.5-01:00",
+            "2024-01-01 12:00:61",
+        ] {
+            assert_eq!(parse_micros(s), None, "{s}");
+        }
+        // The seconds either side still parse.
+        let base = 1_704_110_400_000_000; // 2024-01-01 12:00:00 UTC
+        assert_eq!(
+            parse_micros("2024-01-01 12:00:59.5"),
+            Some(base + 59_500_000)
+        );
+        assert_eq!(parse_micros("2024-01-01 12:01:00"), Some(base + 60_000_000));
     }
 }

@@ -192,7 +192,8 @@ fn replay_reports_what_its_filters_dropped() {
 
 /// MILLPOND_TYPED_COLUMNS pins columns: a uuid column lands as a DuckDB
 /// UUID and a timestamp as TIMESTAMPTZ; values that do not convert are
-/// NULL in their row and dead letters (`column_coercion`).
+/// NULL in their row and dead letters (`column_coercion`). An earlier value
+/// of a repeated key is a `duplicate_field_name` dead letter.
 #[test]
 fn typed_columns_land_as_their_types() {
     let lake = Lake::new(Backend::Embedded, "events");
@@ -202,8 +203,11 @@ fn typed_columns_land_as_their_types() {
         &file,
         concat!(
             "{\"seq\":0,\"uuid\":\"F79C3E09-677C-4BBD-A479-3F349CB785E7\",\"ts\":\"2024-01-01 12:00:00.123\",\"project_id\":null}\n",
-            "{\"seq\":1,\"uuid\":\"urn:uuid:{f79c3e09677c4bbda4793f349cb785e7}\",\"ts\":\"2024-01-01T12:00:00Z\",\"project_id\":7}\n",
+            "{\"seq\":1,\"uuid\":\"urn:uuid:f79c3e09677c4bbda4793f349cb785e7\",\"ts\":\"2024-01-01T12:00:00Z\",\"project_id\":7}\n",
             "{\"seq\":2,\"uuid\":\"0x1234\",\"ts\":\"tomorrow\",\"project_id\":\"7.5\"}\n",
+            // Beyond the original's grammar, and a leap second: refused,
+            // never read or moved. A repeated key: the last value lands.
+            "{\"seq\":3,\"project_id\":9,\"uuid\":\"urn:uuid:{f79c3e09677c4bbda4793f349cb785e7}\",\"ts\":\"2016-12-31 23:59:60.5\",\"project_id\":8}\n",
         ),
     )
     .unwrap();
@@ -232,17 +236,21 @@ fn typed_columns_land_as_their_types() {
             "0|f79c3e09-677c-4bbd-a479-3f349cb785e7|1704110400123|NULL",
             "1|f79c3e09-677c-4bbd-a479-3f349cb785e7|1704110400000|7",
             "2|NULL|NULL|NULL",
+            "3|NULL|NULL|8",
         ]
     );
     assert_eq!(
         lake.query(
             "SELECT kafka_offset, reason, column_name, live_type, original::VARCHAR \
-             FROM lake.main.events_dead_letters ORDER BY column_name"
+             FROM lake.main.events_dead_letters ORDER BY column_name, kafka_offset"
         ),
         [
             "2|column_coercion|project_id|BIGINT|7.5",
+            "3|duplicate_field_name|project_id|NULL|9",
             "2|column_coercion|ts|TIMESTAMP WITH TIME ZONE|tomorrow",
+            "3|column_coercion|ts|TIMESTAMP WITH TIME ZONE|2016-12-31 23:59:60.5",
             "2|column_coercion|uuid|UUID|0x1234",
+            "3|column_coercion|uuid|UUID|urn:uuid:{f79c3e09677c4bbda4793f349cb785e7}",
         ]
     );
 }

@@ -1,7 +1,7 @@
 //! The Kafka group: broker, topic, offsets and librdkafka's knobs.
 use std::time::Duration;
 
-use millpond_shared::config::{Env, EnvReader, Secret};
+use millpond_shared::config::{EnvReader, Secret};
 
 use super::msk_iam::{self, MskIamConfig};
 
@@ -17,7 +17,8 @@ pub struct KafkaConfig {
     pub topic: String,
     pub group_id: String,
     pub auto_offset_reset: OffsetReset,
-    /// librdkafka properties from KAFKA_CONSUMER_* (lowercase, `_` -> `.`).
+    /// librdkafka properties from KAFKA_CONSUMER_* (lowercase, `_` -> `.`),
+    /// without the ones that would break delivery (`kafka_overrides`).
     /// Any of them may be a credential (sasl.password, ssl.key.password, an
     /// OAuth secret), so every value is a Secret: Debug shows only the keys.
     pub consumer_overrides: Vec<(String, Secret)>,
@@ -38,18 +39,11 @@ impl KafkaConfig {
     /// the table's defaults need them).
     pub fn from_env(
         r: &mut EnvReader<'_>,
-        env: &Env,
         bootstrap_servers: String,
         topic: String,
         default_group: &str,
     ) -> KafkaConfig {
         let group_id = r.string_or("GROUP_ID", default_group);
-        if r.optional("KAFKA_CONSUMER_AUTO_OFFSET_RESET").is_some() {
-            r.errors.push(
-                "KAFKA_CONSUMER_AUTO_OFFSET_RESET",
-                "is not accepted; set KAFKA_AUTO_OFFSET_RESET (earliest or latest) instead",
-            );
-        }
         let auto_offset_reset = match r
             .choice(
                 "KAFKA_AUTO_OFFSET_RESET",
@@ -61,18 +55,7 @@ impl KafkaConfig {
             "latest" => OffsetReset::Latest,
             _ => OffsetReset::Earliest,
         };
-        let consumer_overrides = env
-            .with_prefix("KAFKA_CONSUMER_")
-            .filter(|(k, _)| *k != "KAFKA_CONSUMER_AUTO_OFFSET_RESET")
-            .map(|(k, v)| {
-                (
-                    k["KAFKA_CONSUMER_".len()..]
-                        .to_ascii_lowercase()
-                        .replace('_', "."),
-                    Secret::new(v),
-                )
-            })
-            .collect::<Vec<_>>();
+        let consumer_overrides = super::kafka_overrides::overrides(r);
         let msk_iam = msk_iam::wanted(&consumer_overrides).then(|| MskIamConfig::from_env(r));
         KafkaConfig {
             bootstrap_servers,

@@ -5,6 +5,7 @@ use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
 
 mod flush;
 mod kafka;
+mod kafka_overrides;
 mod msk_iam;
 
 pub use flush::FlushConfig;
@@ -108,7 +109,7 @@ impl IngestConfig {
         } else {
             format!("millpond-{destination}-{topic}-{table}")
         };
-        let kafka = KafkaConfig::from_env(&mut r, env, bootstrap_servers, topic, &default_group);
+        let kafka = KafkaConfig::from_env(&mut r, bootstrap_servers, topic, &default_group);
         if flush.run_to_latest && kafka.auto_offset_reset == OffsetReset::Latest {
             // A partition with no committed offset would start at its end,
             // skip what arrives meanwhile, and never reach the mark.

@@ -136,14 +136,29 @@ fn append_text<O: OffsetSizeTrait>(b: &mut GenericStringBuilder<O>, v: &Val<'_>,
     }
 }
 
-/// One value of a column beyond the column limit: not built, kept as text.
+/// A value the batch does not hold, kept as text for a dead letter: of a
+/// column beyond the column limit, or an earlier value of a repeated key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Overflow {
+pub struct Withheld {
     /// Row of the batch.
     pub row: usize,
     pub column: String,
     /// The value as the batch would have held it in a text column.
     pub text: String,
+}
+
+impl Withheld {
+    pub(super) fn new(tape: &Tape<'_>, row: usize, col: usize, v: &Val<'_>) -> Withheld {
+        Withheld {
+            row,
+            column: tape
+                .names
+                .get(col)
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+            text: val_text(v, &tape.text),
+        }
+    }
 }
 
 fn val_text(v: &Val<'_>, arena: &str) -> String {
@@ -157,9 +172,9 @@ fn val_text(v: &Val<'_>, arena: &str) -> String {
 }
 
 /// Builds the batch from at most `max_columns` columns (the first non-null
-/// ones seen); values of later columns come back as [`Overflow`]. `None`
+/// ones seen); values of later columns come back [`Withheld`]. `None`
 /// when there are no rows.
-pub(super) fn build(tape: &Tape<'_>, max_columns: usize) -> (Option<RecordBatch>, Vec<Overflow>) {
+pub(super) fn build(tape: &Tape<'_>, max_columns: usize) -> (Option<RecordBatch>, Vec<Withheld>) {
     let mut overflow = Vec::new();
     let rows = tape.rows();
     if rows == 0 {
@@ -207,15 +222,7 @@ pub(super) fn build(tape: &Tape<'_>, max_columns: usize) -> (Option<RecordBatch>
                 continue; // filled lazily like an absent key
             }
             if over.get(e.col) == Some(&true) {
-                overflow.push(Overflow {
-                    row,
-                    column: tape
-                        .names
-                        .get(e.col)
-                        .map(|n| n.to_string())
-                        .unwrap_or_default(),
-                    text: val_text(&e.val, &tape.text),
-                });
+                overflow.push(Withheld::new(tape, row, e.col, &e.val));
                 continue;
             }
             let Some(Some(col)) = cols.get_mut(e.col) else {

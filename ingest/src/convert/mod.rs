@@ -18,9 +18,11 @@
 //!   first-seen order. Keys are used as-is, after JSON string unescaping
 //!   (`"k\u00e9y"` and `"kéy"` are the same column); the empty key `""` is a
 //!   valid column name. A row without a key gets null in that column.
-//! * **Duplicate keys** within one object: the last occurrence wins, exactly
-//!   as if the earlier ones were absent (they influence neither the value nor
-//!   the inferred column type).
+//! * **Duplicate keys** within one object (after unescaping: `"a"` and
+//!   `"\u0061"` are one key): the last occurrence is the cell's value; each
+//!   earlier non-null one is returned in [`Converted::repeated`] (for a
+//!   `duplicate_field_name` dead letter) and influences neither the value
+//!   nor the inferred column type. The record is still a row.
 //! * **Types** are inferred per column from its non-null values:
 //!   - only integers that fit in `i64` → `Int64`;
 //!   - only numbers, at least one with a fraction or exponent (`1.5`, `1e3`,
@@ -84,7 +86,9 @@
 //! flat tape of `(column, value)` entries that borrow from the payloads; only
 //! unescaped strings and nested values that contain whitespace are copied,
 //! into one batch-wide arena. A failing payload is rolled back (tape, arena,
-//! new columns). A duplicate key overwrites its earlier tape entry. Pass 2
+//! new columns). A duplicate key overwrites its earlier tape entry, whose
+//! value is set aside (found by the per-column stamp of the last row that
+//! wrote it, so an object without duplicates pays nothing more). Pass 2
 //! (`build.rs`) infers each column's type from the
 //! final tape, then appends into pre-sized Arrow builders row by row, filling
 //! absent cells with nulls lazily.
@@ -93,7 +97,7 @@ mod build;
 mod object;
 mod scan;
 
-pub use build::Overflow;
+pub use build::Withheld;
 pub use scan::{Skip, SkipReason};
 #[cfg(test)]
 mod tests;
@@ -114,7 +118,10 @@ pub struct Converted {
     pub arrow_bytes: usize,
     /// Values of columns beyond [`convert_limited`]'s column limit, in row
     /// order: their rows are in the batch without them.
-    pub overflow: Vec<Overflow>,
+    pub overflow: Vec<Withheld>,
+    /// Earlier values of keys repeated in one object, in row order: their
+    /// rows hold the key's last value.
+    pub repeated: Vec<Withheld>,
 }
 
 /// Converts a batch of JSON object payloads (tombstones already removed) into
@@ -132,6 +139,11 @@ pub fn convert_limited(payloads: &[&[u8]], max_columns: usize) -> Converted {
     let tape = scan::scan(payloads);
     let rows = tape.rows();
     let (batch, overflow) = build::build(&tape, max_columns);
+    let repeated = tape
+        .repeated
+        .iter()
+        .map(|r| Withheld::new(&tape, r.row, r.col, &r.val))
+        .collect();
     let skipped = tape.skipped;
     let arrow_bytes = batch.as_ref().map_or(0, |b| b.get_array_memory_size());
     Converted {
@@ -140,5 +152,6 @@ pub fn convert_limited(payloads: &[&[u8]], max_columns: usize) -> Converted {
         skipped,
         arrow_bytes,
         overflow,
+        repeated,
     }
 }

@@ -35,6 +35,15 @@ pub(super) struct Entry<'a> {
     pub val: Val<'a>,
 }
 
+/// A value of a key repeated in one object, followed by a later value of
+/// the same key: the row holds the last one, this one is set aside.
+#[derive(Debug)]
+pub(super) struct Repeated<'a> {
+    pub row: usize,
+    pub col: usize,
+    pub val: Val<'a>,
+}
+
 /// Everything pass 2 needs: the rows of the batch, flattened.
 #[derive(Debug, Default)]
 pub(super) struct Tape<'a> {
@@ -42,6 +51,9 @@ pub(super) struct Tape<'a> {
     pub names: Vec<Box<str>>,
     /// Row-major entries; at most one per (row, column).
     pub entries: Vec<Entry<'a>>,
+    /// Earlier values of keys repeated in one object (not null), in row
+    /// order then key order.
+    pub repeated: Vec<Repeated<'a>>,
     /// `entries[row_ends[r - 1]..row_ends[r]]` are the entries of row `r`.
     pub row_ends: Vec<usize>,
     /// Arena for unescaped strings and compacted nested values.
@@ -131,6 +143,7 @@ impl<'a> Scanner<'a> {
     /// Parses one payload as a row; on failure rolls back every trace of it.
     fn row(&mut self, s: &'a str, stamp: usize) -> Result<(), SkipReason> {
         let entries = self.tape.entries.len();
+        let repeated = self.tape.repeated.len();
         let text = self.tape.text.len();
         let cols = self.tape.names.len();
         let mut arena = std::mem::take(&mut self.tape.text);
@@ -158,6 +171,7 @@ impl<'a> Scanner<'a> {
             Err(Invalid) => SkipReason::InvalidJson,
         };
         self.tape.entries.truncate(entries);
+        self.tape.repeated.truncate(repeated);
         // `text` was a length of this String, hence a char boundary.
         self.tape.text.truncate(text);
         for name in self.tape.names.drain(cols..) {
@@ -194,14 +208,23 @@ impl<'a> Scanner<'a> {
         c
     }
 
-    /// Records `val` for `col` in the current row (last duplicate wins).
+    /// Records `val` for `col` in the current row. A key seen before in
+    /// the row: the last value wins, and the earlier one is set aside in
+    /// [`Tape::repeated`] (unless null: no value).
     fn put(&mut self, col: usize, stamp: usize, val: Val<'a>) {
         let Some(slot) = self.slots.get_mut(col) else {
             return; // unreachable: `col` comes from `column`
         };
         if slot.stamp == stamp {
             if let Some(e) = self.tape.entries.get_mut(slot.pos) {
-                e.val = val;
+                let earlier = std::mem::replace(&mut e.val, val);
+                if earlier != Val::Null {
+                    self.tape.repeated.push(Repeated {
+                        row: self.tape.row_ends.len(),
+                        col,
+                        val: earlier,
+                    });
+                }
             }
         } else {
             slot.stamp = stamp;

@@ -372,6 +372,75 @@ fn duplicate_keys_last_wins() {
     assert_eq!(names(&b), ["a", "b"]);
 }
 
+fn repeated(out: &Converted) -> Vec<(usize, &str, &str)> {
+    out.repeated
+        .iter()
+        .map(|w| (w.row, w.column.as_str(), w.text.as_str()))
+        .collect()
+}
+
+#[test]
+fn earlier_values_of_a_repeated_key_are_set_aside_with_their_text() {
+    let out = conv(&[
+        r#"{"a":1,"a":2}"#,
+        r#"{"b":true}"#,
+        r#"{"a":"x","b":1,"a":{"n": [1, 2]},"\u0061":"y\u00e9"}"#,
+        r#"{"a":1,"a":2"#,
+        r#"{"c":null,"c":4,"c":null,"d":1.50,"d":-0}"#,
+    ]);
+    let b = out.batch.as_ref().unwrap();
+    assert_eq!(out.rows, 4, "a record with a repeated key is still a row");
+    assert_eq!(
+        strs(b, "a"),
+        [s("2"), None, s("yé"), None],
+        "the last value lands"
+    );
+    assert_eq!(
+        repeated(&out),
+        [
+            (0, "a", "1"),
+            (2, "a", "x"),
+            (2, "a", r#"{"n":[1,2]}"#),
+            (3, "c", "4"),
+            (3, "d", "1.50"),
+        ],
+        "rows counted without the invalid payload; an earlier null is no value"
+    );
+    // Without a repeated key, nothing is set aside.
+    assert!(conv(&[r#"{"a":1,"b":2}"#, r#"{"a":3}"#])
+        .repeated
+        .is_empty());
+}
+
+#[test]
+fn a_repeated_key_is_found_whatever_the_batch() {
+    let payloads = [
+        r#"{"a":1,"b":2}"#,
+        r#"{"b":3,"a":4,"b":5}"#,
+        r#"{"a":6,"b":7}"#,
+        r#"{"b":8,"b":9}"#,
+    ];
+    let together: Vec<_> = repeated(&conv(&payloads))
+        .into_iter()
+        .map(|(row, c, t)| (payloads[row], c.to_owned(), t.to_owned()))
+        .collect();
+    let mut one_by_one = Vec::new();
+    for p in payloads {
+        let out = conv(&[p]);
+        for (_, c, t) in repeated(&out) {
+            one_by_one.push((p, c.to_owned(), t.to_owned()));
+        }
+    }
+    assert_eq!(together, one_by_one);
+    assert_eq!(
+        together,
+        [
+            (payloads[1], "b".to_owned(), "3".to_owned()),
+            (payloads[3], "b".to_owned(), "8".to_owned()),
+        ]
+    );
+}
+
 #[test]
 fn arrow_bytes_reports_memory_size() {
     let out = conv(&[r#"{"a":1,"b":"hello"}"#, r#"{"a":2}"#]);
@@ -406,12 +475,12 @@ fn columns_beyond_the_limit_are_not_built_but_returned() {
     assert_eq!(
         out.overflow,
         [
-            super::Overflow {
+            super::Withheld {
                 row: 0,
                 column: "c".into(),
                 text: "3".into()
             },
-            super::Overflow {
+            super::Withheld {
                 row: 1,
                 column: "d".into(),
                 text: r#"{"n":[1,2]}"#.into()

@@ -264,6 +264,51 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_leap_second_and_a_braced_urn_are_nulled_never_moved_or_read() {
+        let b = RecordBatch::try_from_iter([
+            (
+                "ts",
+                Arc::new(StringArray::from(vec![
+                    "2024-01-01 12:00:59.5",
+                    "2024-01-01 12:00:60.5",
+                ])) as ArrayRef,
+            ),
+            (
+                "id",
+                Arc::new(StringArray::from(vec![
+                    "urn:uuid:f79c3e09-677c-4bbd-a479-3f349cb785e7",
+                    "urn:uuid:{f79c3e09-677c-4bbd-a479-3f349cb785e7}",
+                ])) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let c = pins(&[("ts", PinType::Timestamptz), ("id", PinType::Uuid)]).apply(&b);
+        let out = c.batch.unwrap();
+        let ts = out
+            .column(0)
+            .as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+        assert_eq!(ts.value(0), 1_704_110_459_500_000);
+        assert!(ts.is_null(1), "12:00:60.5 never lands as 12:00:59.5");
+        assert!(out.column(1).is_valid(0) && out.column(1).is_null(1));
+        let nulled: Vec<_> = c
+            .nulled
+            .iter()
+            .map(|n| (n.row, n.column.as_str(), n.text.as_slice()))
+            .collect();
+        assert_eq!(
+            nulled,
+            [
+                (1, "ts", &b"2024-01-01 12:00:60.5"[..]),
+                (
+                    1,
+                    "id",
+                    &b"urn:uuid:{f79c3e09-677c-4bbd-a479-3f349cb785e7}"[..]
+                ),
+            ]
+        );
+    }
+
     proptest! {
         /// Whatever arrives, the row count is unchanged and a present pinned
         /// column comes out as its target type.

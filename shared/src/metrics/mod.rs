@@ -83,7 +83,9 @@ pub mod dead_letter_reason {
     /// The key is not a safe identifier.
     pub const UNSAFE_FIELD_NAME: &str = "unsafe_field_name";
     /// The key differs only by letter case from a key that took the column,
-    /// and its value could not share that column.
+    /// and its value could not share that column (writer); or the key is
+    /// repeated in one JSON object and this is an earlier value: the row
+    /// holds the last one (ingest).
     pub const DUPLICATE_FIELD_NAME: &str = "duplicate_field_name";
     /// The key would take the flush or the table past MILLPOND_MAX_COLUMNS.
     pub const TOO_MANY_COLUMNS: &str = "too_many_columns";
