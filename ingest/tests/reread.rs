@@ -93,3 +93,51 @@ fn records_no_longer_in_kafka_fail_fast() {
         started.elapsed()
     );
 }
+
+/// A discovery round runs on the consume loop, which polls nothing while
+/// it waits: it gives the lake's recorded offsets a short deadline, not
+/// the flush's send deadline, and a round that gets no answer leaves the
+/// new partition to the next round.
+#[test]
+fn discovery_waits_for_the_lake_briefly_and_tries_again_next_round() {
+    use millpond_ingest::kafka::identity::Identity;
+    use millpond_ingest::kafka::Discovery;
+    use std::collections::HashMap;
+
+    let (_cluster, bs) = cluster_with(10);
+    let c = consumer(&bs);
+    let metrics = IngestMetrics::new(&millpond_shared::metrics::new_registry("test", "mock"));
+    // Partition 1 is new to this pod.
+    let mut next: HashMap<i32, i64> = [(0, 0)].into();
+    let mut asked = None;
+    Discovery::due_now().maybe_assign(
+        &c,
+        TOPIC,
+        1,
+        0,
+        &mut next,
+        &metrics,
+        |deadline| {
+            asked = Some(deadline);
+            anyhow::bail!("the writer does not answer")
+        },
+        &mut |_| Ok(Identity::Same),
+    );
+    let asked = asked.expect("the lake is read for a new partition");
+    assert!(asked <= Duration::from_secs(10), "{asked:?}");
+    assert!(
+        !next.contains_key(&1),
+        "not assigned without the lake's offsets"
+    );
+    Discovery::due_now().maybe_assign(
+        &c,
+        TOPIC,
+        1,
+        0,
+        &mut next,
+        &metrics,
+        |_| Ok(vec![]),
+        &mut |_| Ok(Identity::Same),
+    );
+    assert_eq!(next.get(&1), Some(&0), "assigned on the next round");
+}
