@@ -4,11 +4,13 @@ use std::time::Duration;
 
 use millpond_proto::OffsetRange;
 use millpond_shared::metrics::IngestMetrics;
+use millpond_shared::shutdown::{Stop, Stopped};
 use rdkafka::consumer::Consumer as _;
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::client::Consumer;
+use super::connect::sliced;
 use crate::config::OffsetReset;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -22,6 +24,8 @@ pub fn my_partitions(count: i32, replicas: i32, ordinal: i32) -> Vec<i32> {
 pub enum ResumeError {
     #[error(transparent)]
     Kafka(#[from] KafkaError),
+    #[error("reading where partitions resume")]
+    Stopped(#[from] Stopped),
     /// The lake recorded offsets the partition does not have: the topic was
     /// probably deleted and recreated. Consuming would be acknowledged as
     /// already written and silently dropped, so refuse to start.
@@ -51,7 +55,8 @@ pub struct Resume {
 
 /// Resume points: the later of Kafka's committed offset and the offset after
 /// the lake's recorded range. Committed offsets that fell below the log
-/// start are re-committed to the reset target first.
+/// start are re-committed to the reset target first. The stop ends the
+/// reads with [`ResumeError::Stopped`].
 pub fn resume_points(
     consumer: &Consumer,
     topic: &str,
@@ -59,12 +64,15 @@ pub fn resume_points(
     reset: OffsetReset,
     lake: &[OffsetRange],
     metrics: &IngestMetrics,
+    stop: &Stop,
 ) -> Result<Vec<Resume>, ResumeError> {
     let mut tpl = TopicPartitionList::new();
     for p in partitions {
         tpl.add_partition(topic, *p);
     }
-    let committed = consumer.committed_offsets(tpl, TIMEOUT)?;
+    let committed = sliced(stop, TIMEOUT, |t| {
+        consumer.committed_offsets(tpl.clone(), t)
+    })??;
     let mut committed_at: HashMap<i32, i64> = HashMap::new();
     for e in committed.elements() {
         if let Offset::Offset(o) = e.offset() {
@@ -74,7 +82,7 @@ pub fn resume_points(
     let mut recommit = TopicPartitionList::new();
     let mut out = Vec::new();
     for &p in partitions {
-        let (low, high) = consumer.fetch_watermarks(topic, p, TIMEOUT)?;
+        let (low, high) = sliced(stop, TIMEOUT, |t| consumer.fetch_watermarks(topic, p, t))??;
         let mut committed = committed_at.get(&p).copied();
         if let Some(c) = committed {
             if c < low {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use millpond_proto::OffsetRange;
 use millpond_shared::metrics::IngestMetrics;
+use millpond_shared::shutdown::Stop;
 use rdkafka::consumer::Consumer as _;
 use rdkafka::TopicPartitionList;
 
@@ -58,6 +59,7 @@ impl Discovery {
         ordinal: i32,
         next: &mut HashMap<i32, i64>,
         metrics: &IngestMetrics,
+        stop: &Stop,
         lake: impl FnOnce() -> anyhow::Result<Vec<OffsetRange>>,
     ) {
         if self.last.elapsed() < EVERY {
@@ -87,11 +89,18 @@ impl Discovery {
             Ok(l) => l,
             Err(e) => return fail("reading the lake's offsets for new partitions failed", &e),
         };
-        let resume =
-            match resume_points(consumer, topic, &new, OffsetReset::Earliest, &lake, metrics) {
-                Ok(r) => r,
-                Err(e) => return fail("resolving where new partitions start failed", &e),
-            };
+        let resume = match resume_points(
+            consumer,
+            topic,
+            &new,
+            OffsetReset::Earliest,
+            &lake,
+            metrics,
+            stop,
+        ) {
+            Ok(r) => r,
+            Err(e) => return fail("resolving where new partitions start failed", &e),
+        };
         let mut tpl = TopicPartitionList::new();
         for r in &resume {
             let offset = r
