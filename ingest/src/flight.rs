@@ -16,6 +16,7 @@ use millpond_proto::{
     FLOW_WINDOW_BYTES,
 };
 use millpond_shared::retry::{GaveUp, Ladder};
+use millpond_shared::shutdown::{Stop, Stopped};
 use prost::Message;
 
 use crate::epoch::LakeTopic;
@@ -32,6 +33,48 @@ pub enum SendError {
     /// or wrote all of it and the ack was lost.
     #[error("the flush stream broke: {0}")]
     Broken(String),
+    /// Ingest is stopping and the writer did not answer in time (see
+    /// [`AfterStop`]).
+    #[error("gave up waiting for the writer")]
+    Stopped(#[from] Stopped),
+}
+
+/// How long a flush still waits for the writer once SIGTERM (or SIGINT)
+/// came: well under Kubernetes' default terminationGracePeriodSeconds
+/// (30 s). A flush not acknowledged by then is given up: nothing of it is
+/// committed to Kafka, so it is read again at the next start.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+
+/// How long a wait for the writer goes on once the stop came: the one rule
+/// for every call of this file.
+#[derive(Debug, Clone, Copy)]
+enum AfterStop {
+    /// Nothing consumed depends on it (reading the lake's offsets): it
+    /// ends at the stop.
+    Ends,
+    /// Delivering a flush, or saying this ingest stopped: it may go on
+    /// until [`SHUTDOWN_GRACE`] after the stop.
+    Grace,
+}
+
+/// Runs `wait` until it ends, or until `stop` (if any) says it must give
+/// up, as `after` says.
+async fn unless_stopped<T>(
+    stop: Option<&Stop>,
+    after: AfterStop,
+    wait: impl std::future::Future<Output = Result<T, SendError>>,
+) -> Result<T, SendError> {
+    let Some(stop) = stop else {
+        return wait.await;
+    };
+    let grace = match after {
+        AfterStop::Ends => Duration::ZERO,
+        AfterStop::Grace => SHUTDOWN_GRACE,
+    };
+    tokio::select! {
+        done = wait => done,
+        () = stop.after(grace) => Err(Stopped.into()),
+    }
 }
 
 pub struct WriterClient {
@@ -42,6 +85,8 @@ pub struct WriterClient {
     instance: Option<String>,
     /// The name the lake records the topic's offsets under.
     lake_topic: Option<LakeTopic>,
+    /// Ends the waits for the writer once ingest is stopping.
+    stop: Option<Stop>,
 }
 
 /// HTTP/2 pings on the connection to the writer, and how long one may go
@@ -65,6 +110,7 @@ impl WriterClient {
             channel: None,
             instance: None,
             lake_topic: None,
+            stop: None,
         }
     }
 
@@ -80,6 +126,22 @@ impl WriterClient {
             Some(t) => t.to_lake(desc),
             None => Cow::Borrowed(desc),
         }
+    }
+
+    /// Ends every wait for the writer at `stop`, or [`SHUTDOWN_GRACE`]
+    /// after it for a flush.
+    pub fn stopping_on(mut self, stop: Stop) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Whether a flush may no longer wait for the writer: the stop came
+    /// more than [`SHUTDOWN_GRACE`] ago.
+    pub fn past_grace(&self) -> bool {
+        self.stop
+            .as_ref()
+            .and_then(Stop::at)
+            .is_some_and(|at| at.elapsed() >= SHUTDOWN_GRACE)
     }
 
     /// Announces `instance` (ACTION_INGEST_STARTED) on every new connection.
@@ -121,10 +183,32 @@ impl WriterClient {
         ))
     }
 
+    /// [`WriterClient::retry`], ended by the stop as `after` says.
+    async fn retrying<T, F, Fut>(
+        &mut self,
+        deadline: Duration,
+        after: AfterStop,
+        what: &str,
+        op: F,
+    ) -> Result<T, SendError>
+    where
+        T: Send,
+        F: FnMut(FlightClient) -> Fut + Send,
+        Fut: std::future::Future<Output = Attempt<T>> + Send,
+    {
+        let stop = self.stop.clone();
+        let outcome = unless_stopped(stop.as_ref(), after, self.retry(deadline, what, op)).await;
+        if matches!(outcome, Err(SendError::Stopped(_))) {
+            // Given up mid-attempt: the connection may hold half a call.
+            self.channel = None;
+        }
+        outcome
+    }
+
     /// Runs `op` on a connection until it is done or fatal, reconnecting
     /// after each failure, on the RESEND ladder within `deadline`. Each
     /// attempt, its connection included, is bounded by the time left.
-    async fn retrying<T, F, Fut>(
+    async fn retry<T, F, Fut>(
         &mut self,
         deadline: Duration,
         what: &str,
@@ -187,7 +271,7 @@ impl WriterClient {
         deadline: Duration,
     ) -> Result<(), SendError> {
         let body = instance.as_bytes().to_vec();
-        self.retrying(deadline, action, |mut c| {
+        self.retrying(deadline, AfterStop::Grace, action, |mut c| {
             let body = body.clone();
             async move {
                 match c.do_action(Action::new(action, body)).await {
@@ -218,7 +302,7 @@ impl WriterClient {
         .encode_to_vec();
         let lake_topic = self.lake_topic.clone();
         let ranges = self
-            .retrying(deadline, "recorded-offsets", |mut c| {
+            .retrying(deadline, AfterStop::Ends, "recorded-offsets", |mut c| {
                 let body = body.clone();
                 async move {
                     let stream = match c
@@ -259,15 +343,20 @@ impl WriterClient {
         // would otherwise take the first batches and lose them. A new
         // connection announces this ingest to the (restarted) writer.
         let client = self
-            .retrying(deadline, "stream-open", |mut c| async move {
-                match c.list_actions().await {
-                    Ok(s) => match s.try_collect::<Vec<_>>().await {
-                        Ok(_) => Attempt::Done(c),
+            .retrying(
+                deadline,
+                AfterStop::Grace,
+                "stream-open",
+                |mut c| async move {
+                    match c.list_actions().await {
+                        Ok(s) => match s.try_collect::<Vec<_>>().await {
+                            Ok(_) => Attempt::Done(c),
+                            Err(e) => Attempt::Retry(e.to_string()),
+                        },
                         Err(e) => Attempt::Retry(e.to_string()),
-                    },
-                    Err(e) => Attempt::Retry(e.to_string()),
-                }
-            })
+                    }
+                },
+            )
             .await?;
         let (tx, rx) = tokio::sync::mpsc::channel::<FlightData>(STREAM_QUEUE);
         let reply = tokio::spawn(put_stream(client, rx));
@@ -276,6 +365,7 @@ impl WriterClient {
             reply,
             replied: false,
             lake_topic: self.lake_topic.clone(),
+            stop: self.stop.clone(),
             head: Some(FlightDescriptor::new_cmd(
                 FlushDescriptor {
                     flush_id: flush_id.to_owned(),
@@ -299,7 +389,7 @@ impl WriterClient {
         deadline: Duration,
     ) -> Result<FlushAck, SendError> {
         let cmd = self.to_lake(desc).encode_to_vec();
-        self.retrying(deadline, "flush", |mut c| {
+        self.retrying(deadline, AfterStop::Grace, "flush", |mut c| {
             let fd = FlightDescriptor::new_cmd(cmd.clone());
             // The encoder needs an owned stream; cloning batches is cheap (Arc'd buffers).
             let owned: Vec<RecordBatch> = batches.to_vec();
@@ -343,12 +433,28 @@ pub struct FlushStream {
     replied: bool,
     /// See [`WriterClient::recording`].
     lake_topic: Option<LakeTopic>,
+    /// The client's stop: a flush waits [`SHUTDOWN_GRACE`] after it.
+    stop: Option<Stop>,
 }
 
 impl FlushStream {
     /// Sends one batch with its own schema. An error means the stream is
     /// broken: what it carried is gone and the flush must be rebuilt.
     pub async fn push(&mut self, batch: &RecordBatch, deadline: Duration) -> Result<(), SendError> {
+        let stop = self.stop.clone();
+        unless_stopped(
+            stop.as_ref(),
+            AfterStop::Grace,
+            self.push_within(batch, deadline),
+        )
+        .await
+    }
+
+    async fn push_within(
+        &mut self,
+        batch: &RecordBatch,
+        deadline: Duration,
+    ) -> Result<(), SendError> {
         let encoded: Vec<FlightData> = FlightDataEncoderBuilder::new()
             .with_schema(batch.schema())
             .with_flight_descriptor(self.head.take())
@@ -397,6 +503,20 @@ impl FlushStream {
     /// Ends the stream with the whole descriptor and waits for the ack,
     /// all within `deadline`.
     pub async fn finish(
+        self,
+        desc: &FlushDescriptor,
+        deadline: Duration,
+    ) -> Result<FlushAck, SendError> {
+        let stop = self.stop.clone();
+        unless_stopped(
+            stop.as_ref(),
+            AfterStop::Grace,
+            self.finish_within(desc, deadline),
+        )
+        .await
+    }
+
+    async fn finish_within(
         mut self,
         desc: &FlushDescriptor,
         deadline: Duration,

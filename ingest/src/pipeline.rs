@@ -1,7 +1,6 @@
 //! The consume loop: poll, convert, accumulate, flush to the writer, commit
 //! offsets after the acknowledgement.
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,12 +8,13 @@ use millpond_proto::{FlushAck, FlushDescriptor, FlushTrigger, OffsetRange};
 use millpond_shared::metrics::{
     dead_letter_reason, error_type, skip_reason, whole_reason, IngestMetrics,
 };
+use millpond_shared::shutdown::{Stop, Stopped};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 
 use crate::buffer::{record_digest, Added, Cut, Record};
 use crate::config::IngestConfig;
-use crate::flight::{FlushStream, SendError, WriterClient};
+use crate::flight::{FlushStream, SendError, WriterClient, SHUTDOWN_GRACE};
 use crate::freshness::Freshness;
 use crate::health::IngestHealth;
 use crate::kafka::{commit_offsets, Consumer, Discovery, LagSampler, RunToLatest};
@@ -27,15 +27,16 @@ pub struct Pipeline {
     pub writer: WriterClient,
     pub rt: tokio::runtime::Handle,
     pub health: Arc<IngestHealth>,
-    pub stop: Arc<AtomicBool>,
+    pub stop: Stop,
     /// Committed offset per assigned partition (for lag).
     pub next: HashMap<i32, i64>,
     stages: Stages,
     window: Instant,
     /// A fatal consumer error: the loop stops with it.
     fatal: Option<String>,
-    /// The writer refused the streamed flush permanently: the loop stops
-    /// with it, as it does when the refusal comes at the cut.
+    /// The writer refused the streamed flush permanently, or ingest gave
+    /// up on it after the stop: the loop stops with it, as it does when
+    /// this comes at the cut.
     refused: Option<SendError>,
     lag: LagSampler,
     discovery: Discovery,
@@ -163,7 +164,7 @@ impl Pipeline {
         writer: WriterClient,
         rt: tokio::runtime::Handle,
         health: Arc<IngestHealth>,
-        stop: Arc<AtomicBool>,
+        stop: Stop,
         next: HashMap<i32, i64>,
     ) -> Self {
         let stages = Stages::new(&cfg.stages);
@@ -204,15 +205,36 @@ impl Pipeline {
 
     /// Runs until SIGTERM (Ok, after flushing and committing) or a failure
     /// that must crash the process (Err: nothing past the last ack is
-    /// committed, so Kafka replays it).
+    /// committed, so Kafka replays it). A flush the writer did not
+    /// acknowledge within [`SHUTDOWN_GRACE`] of SIGTERM is given up, and
+    /// that is Ok too: nothing of it was committed, so nothing is lost.
     pub fn run(&mut self) -> anyhow::Result<()> {
         if self.cfg.flush.run_to_latest {
             self.run_to_latest = Some(RunToLatest::start(
                 &self.consumer,
                 &self.cfg.kafka.topic,
                 &self.next,
+                &self.stop,
             )?);
         }
+        match self.consume() {
+            Err(e) if Stopped::caused(&e) => {
+                tracing::error!(
+                    error = format!("{e:#}"),
+                    grace_s = SHUTDOWN_GRACE.as_secs(),
+                    "stopping: the writer did not acknowledge the flush in time after SIGTERM; \
+                     nothing past the last acknowledged flush was committed, and those records \
+                     will be read again from Kafka at the next start"
+                );
+                Ok(())
+            }
+            ended => ended,
+        }
+    }
+
+    /// The loop: until the stop's final flush, MILLPOND_RUN_TO_LATEST's
+    /// end, or an error.
+    fn consume(&mut self) -> anyhow::Result<()> {
         loop {
             if self
                 .run_to_latest
@@ -226,7 +248,7 @@ impl Pipeline {
                 self.flush(FlushTrigger::Shutdown)?;
                 return Ok(());
             }
-            if self.stop.load(Ordering::SeqCst) {
+            if self.stop.is_stopped() {
                 tracing::info!(
                     pending_rows = self.stages.rows(),
                     "shutting down: final flush"
@@ -266,6 +288,7 @@ impl Pipeline {
                 self.cfg.ordinal,
                 &mut self.next,
                 &self.metrics,
+                &self.stop,
                 |deadline| Ok(rt.block_on(writer.recorded_offsets(topic, deadline))?),
                 &mut crate::kafka::identity::lazily(|| {
                     crate::kafka::build_reread_consumer(cfg, metrics.clone())
@@ -288,7 +311,7 @@ impl Pipeline {
         while messages.len() < batch_size {
             match self.consumer.poll(wait) {
                 None if messages.is_empty()
-                    && !self.stop.load(Ordering::SeqCst)
+                    && !self.stop.is_stopped()
                     && Instant::now() < deadline =>
                 {
                     self.health.record_poll();
@@ -383,7 +406,7 @@ impl Pipeline {
                             self.stream = Some(s);
                             Ok(())
                         }
-                        Err(e @ SendError::Permanent { .. }) => Err(e),
+                        Err(e @ (SendError::Permanent { .. } | SendError::Stopped(_))) => Err(e),
                         Err(e) => {
                             tracing::warn!(error = %e, flush_id = %id,
                                 "cannot open a stream to the writer; holding this flush and sending it whole at its cut");
@@ -396,7 +419,7 @@ impl Pipeline {
                     }
                 }
             };
-            if let Err(e @ SendError::Permanent { .. }) = sent {
+            if let Err(e @ (SendError::Permanent { .. } | SendError::Stopped(_))) = sent {
                 self.stream = None;
                 self.broken = true;
                 self.refused = Some(e);
@@ -421,6 +444,9 @@ impl Pipeline {
     /// with the same outcome, and sent whole. For a flush whose stream
     /// broke.
     fn resend_from_kafka(&mut self, want: &Rebuild, until: Instant) -> Result<FlushAck, Resend> {
+        if self.writer.past_grace() {
+            return Err(Resend::Send(SendError::from(Stopped)));
+        }
         let (full, _) = self.rebuild(want, &HashMap::new(), until)?;
         let sent = self.rt.block_on(self.writer.send(
             &full.descriptor,
@@ -649,7 +675,7 @@ impl Pipeline {
             // re-read and resend if no ack comes.
             Some(stream) => match self.rt.block_on(stream.finish(&desc, left(until) * 2 / 3)) {
                 Ok(ack) => Ok(Some(ack)),
-                Err(e @ SendError::Permanent { .. }) => Err(e),
+                Err(e @ (SendError::Permanent { .. } | SendError::Stopped(_))) => Err(e),
                 Err(e) => {
                     self.metrics
                         .errors

@@ -1,15 +1,17 @@
 //! The ingest binary: config, HTTP, resume points from Kafka and the lake,
-//! static assignment, then the consume loop until SIGTERM.
+//! static assignment, then the consume loop until SIGTERM. SIGTERM (or
+//! SIGINT) ends every startup wait at once, and the process exits 0: nothing
+//! was consumed yet.
 use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use millpond_shared::metrics::{new_registry, IngestMetrics};
+use millpond_shared::shutdown::{Stop, Stopped};
 
 use crate::config::IngestConfig;
-use crate::flight::WriterClient;
+use crate::flight::{SendError, WriterClient};
 use crate::health::IngestHealth;
 use crate::kafka::{assign, build_consumer, my_partitions, partition_count, resume_points};
 use crate::pipeline::Pipeline;
@@ -39,22 +41,22 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
         millpond_shared::http::serve(cfg.common.http_addr(), registry.clone(), health.clone())
             .await?;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    tokio::spawn(async move {
-        millpond_shared::shutdown::signal().await;
-        flag.store(true, Ordering::SeqCst);
-    });
+    let stop = Stop::on_signal();
 
     // Every connection announces this instance, so the writer waits for its
     // final flush when the pod stops (even a writer that restarted since).
     let instance = uuid::Uuid::new_v4().to_string();
     let mut writer = WriterClient::new(cfg.writer_addr.clone())
         .announcing(instance.clone())
-        .recording(cfg.lake_topic());
-    let lake = writer
+        .recording(cfg.lake_topic())
+        .stopping_on(stop.clone());
+    let lake = match writer
         .recorded_offsets(&cfg.kafka.topic, cfg.send_deadline)
-        .await?;
+        .await
+    {
+        Err(e @ SendError::Stopped(_)) => return stopped_at_startup(e.into()),
+        lake => lake?,
+    };
     tracing::info!(partitions_recorded = lake.len(), writer = %cfg.writer_addr, "read offsets recorded in the lake");
 
     // The dynamic allowlist: authoritative mode waits here for its first poll.
@@ -63,10 +65,15 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
             let include = include.clone();
             let pins = keep.values.clone();
             let metrics = millpond_shared::metrics::IncludeMetrics::new(&registry);
-            let source = tokio::task::spawn_blocking(move || {
-                crate::stages::include::start(&include, &pins, metrics)
+            let stop = stop.clone();
+            let source = match tokio::task::spawn_blocking(move || {
+                crate::stages::include::start(&include, &pins, metrics, &stop)
             })
-            .await??;
+            .await?
+            {
+                Err(e) if Stopped::caused(&e) => return stopped_at_startup(e),
+                source => source?,
+            };
             (include_mode(&cfg) == Some(crate::stages::include::Mode::Authoritative))
                 .then_some(source.live)
         }
@@ -75,15 +82,16 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     let handle = tokio::runtime::Handle::current();
     let task_cfg = cfg.clone();
     let task_metrics = metrics.clone();
+    let task_stop = stop.clone();
     let result = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         let cfg = task_cfg;
         let consumer = build_consumer(&cfg, task_metrics.clone())?;
-        let count = partition_count(&consumer, &cfg.kafka.topic, cfg.kafka.startup_timeout)?;
+        let count = partition_count(&consumer, &cfg.kafka.topic, cfg.kafka.startup_timeout, &task_stop)?;
         let mine = my_partitions(count, cfg.replica_count, cfg.ordinal);
         let mut identity = crate::kafka::identity::lazily(|| {
             crate::kafka::build_reread_consumer(&cfg, task_metrics.clone())
         });
-        let resume = resume_points(&consumer, &cfg.kafka.topic, &mine, cfg.kafka.auto_offset_reset, &lake, &task_metrics, &mut identity)?;
+        let resume = resume_points(&consumer, &cfg.kafka.topic, &mine, cfg.kafka.auto_offset_reset, &lake, &task_metrics, &task_stop, &mut identity)?;
         drop(identity);
         for r in &resume {
             tracing::info!(partition = r.partition, resume = ?r.offset, committed = ?r.committed, lake_next = ?r.lake_next, "partition assigned");
@@ -91,21 +99,37 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
         assign(&consumer, &cfg.kafka.topic, &resume, cfg.kafka.auto_offset_reset)?;
         let next: HashMap<i32, i64> = resume.iter().map(|r| (r.partition, r.position)).collect();
         tracing::info!(partitions = ?mine, of = count, ordinal = cfg.ordinal, http = %http, "consuming");
-        Pipeline::new(cfg, consumer, task_metrics, writer, handle, health, stop, next)
+        Pipeline::new(cfg, consumer, task_metrics, writer, handle, health, task_stop, next)
             .with_live_allowlist(live_allowlist)
             .run()
     })
     .await?;
     // Final flush acknowledged (or given up on): release the writer either
     // way; an error exit restarts the container, which announces itself anew.
-    let mut writer = WriterClient::new(cfg.writer_addr.clone());
+    // After a flush given up on, no time is left to say it.
+    let mut writer = WriterClient::new(cfg.writer_addr.clone()).stopping_on(stop);
     if let Err(e) = writer
         .announce(ACTION_INGEST_STOPPED, &instance, STOPPED_DEADLINE)
         .await
     {
         tracing::warn!(error = %e, "could not tell the writer this ingest stopped; it waits out its grace period");
     }
-    result?;
+    // A stop that ended the startup waits of the consumer (a flush given
+    // up on after the stop is Ok already).
+    match result {
+        Err(e) if Stopped::caused(&e) => return stopped_at_startup(e),
+        result => result?,
+    }
     tracing::info!("ingest stopped cleanly");
+    Ok(())
+}
+
+/// SIGTERM ended a startup wait: nothing was consumed, so nothing is
+/// pending, and the exit is clean.
+fn stopped_at_startup(e: anyhow::Error) -> anyhow::Result<()> {
+    tracing::info!(
+        waiting = format!("{e:#}"),
+        "ingest stopped before consuming anything"
+    );
     Ok(())
 }

@@ -109,6 +109,7 @@ fn discovery_waits_for_the_lake_briefly_and_tries_again_next_round() {
     let metrics = IngestMetrics::new(&millpond_shared::metrics::new_registry("test", "mock"));
     // Partition 1 is new to this pod.
     let mut next: HashMap<i32, i64> = [(0, 0)].into();
+    let stop = millpond_shared::shutdown::Stop::new();
     let mut asked = None;
     Discovery::due_now().maybe_assign(
         &c,
@@ -117,6 +118,7 @@ fn discovery_waits_for_the_lake_briefly_and_tries_again_next_round() {
         0,
         &mut next,
         &metrics,
+        &stop,
         |deadline| {
             asked = Some(deadline);
             anyhow::bail!("the writer does not answer")
@@ -136,6 +138,7 @@ fn discovery_waits_for_the_lake_briefly_and_tries_again_next_round() {
         0,
         &mut next,
         &metrics,
+        &stop,
         |_| Ok(vec![]),
         &mut |_| Ok(Identity::Same),
     );

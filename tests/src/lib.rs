@@ -1,6 +1,7 @@
 //! Test harness: real services (Postgres, moto S3, Kafka-protocol brokers)
 //! started by scripts/services.sh, and the real Millpond binaries run as
 //! child processes on 127.0.0.1.
+pub mod fake_writer;
 pub mod flight;
 pub mod hoglake;
 pub mod ingest;

@@ -4,11 +4,13 @@ use std::time::Duration;
 
 use millpond_proto::{LastRecord, OffsetRange};
 use millpond_shared::metrics::IngestMetrics;
+use millpond_shared::shutdown::{Stop, Stopped};
 use rdkafka::consumer::Consumer as _;
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::client::Consumer;
+use super::connect::sliced;
 use super::identity::Identity;
 use crate::config::OffsetReset;
 
@@ -23,6 +25,8 @@ pub fn my_partitions(count: i32, replicas: i32, ordinal: i32) -> Vec<i32> {
 pub enum ResumeError {
     #[error(transparent)]
     Kafka(#[from] KafkaError),
+    #[error("reading where partitions resume")]
+    Stopped(#[from] Stopped),
     /// The lake recorded offsets the partition does not have: the topic was
     /// probably deleted and recreated. Consuming would be acknowledged as
     /// already written and silently dropped, so refuse to start.
@@ -81,7 +85,8 @@ pub struct Resume {
 /// start are re-committed to the reset target first. The lake's offsets
 /// count only for the topic they were recorded from: `identity` compares
 /// the record at a recorded range's end with Kafka's (see
-/// [`super::identity`]).
+/// [`super::identity`]). The stop ends the
+/// reads with [`ResumeError::Stopped`].
 pub fn resume_points(
     consumer: &Consumer,
     topic: &str,
@@ -89,13 +94,16 @@ pub fn resume_points(
     reset: OffsetReset,
     lake: &[OffsetRange],
     metrics: &IngestMetrics,
+    stop: &Stop,
     identity: &mut dyn FnMut(&OffsetRange) -> anyhow::Result<Identity>,
 ) -> Result<Vec<Resume>, ResumeError> {
     let mut tpl = TopicPartitionList::new();
     for p in partitions {
         tpl.add_partition(topic, *p);
     }
-    let committed = consumer.committed_offsets(tpl, TIMEOUT)?;
+    let committed = sliced(stop, TIMEOUT, |t| {
+        consumer.committed_offsets(tpl.clone(), t)
+    })??;
     let mut committed_at: HashMap<i32, i64> = HashMap::new();
     for e in committed.elements() {
         if let Offset::Offset(o) = e.offset() {
@@ -105,7 +113,7 @@ pub fn resume_points(
     let mut recommit = TopicPartitionList::new();
     let mut out = Vec::new();
     for &p in partitions {
-        let (low, high) = consumer.fetch_watermarks(topic, p, TIMEOUT)?;
+        let (low, high) = sliced(stop, TIMEOUT, |t| consumer.fetch_watermarks(topic, p, t))??;
         let mut committed = committed_at.get(&p).copied();
         if let Some(c) = committed {
             if c < low {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use millpond_proto::OffsetRange;
 use millpond_shared::metrics::IngestMetrics;
+use millpond_shared::shutdown::Stop;
 use rdkafka::consumer::Consumer as _;
 use rdkafka::TopicPartitionList;
 
@@ -73,6 +74,7 @@ impl Discovery {
         ordinal: i32,
         next: &mut HashMap<i32, i64>,
         metrics: &IngestMetrics,
+        stop: &Stop,
         lake: impl FnOnce(Duration) -> anyhow::Result<Vec<OffsetRange>>,
         identity: &mut dyn FnMut(&OffsetRange) -> anyhow::Result<Identity>,
     ) {
@@ -110,6 +112,7 @@ impl Discovery {
             OffsetReset::Earliest,
             &lake,
             metrics,
+            stop,
             identity,
         ) {
             Ok(r) => r,

@@ -4,9 +4,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use millpond_shared::shutdown::Stop;
 use rdkafka::consumer::Consumer as _;
 
 use super::client::Consumer;
+use super::connect::sliced;
 use crate::buffer::Record;
 
 #[derive(Debug, Default)]
@@ -21,20 +23,23 @@ impl RunToLatest {
     /// Reads the high watermark of every partition in `next` (the assigned
     /// ones). A partition whose mark cannot be read is an error: running
     /// "to the latest" without knowing it would never end or end early.
+    /// The stop ends the reads.
     pub fn start(
         consumer: &Consumer,
         topic: &str,
         next: &HashMap<i32, i64>,
+        stop: &Stop,
     ) -> anyhow::Result<Self> {
         let mut targets = HashMap::new();
         for p in next.keys() {
-            let (_, high) = consumer
-                .fetch_watermarks(topic, *p, Duration::from_secs(30))
-                .map_err(|e| {
-                    anyhow::anyhow!(
-                        "MILLPOND_RUN_TO_LATEST: reading the high watermark of {topic}/{p}: {e}"
-                    )
-                })?;
+            let (_, high) = sliced(stop, Duration::from_secs(30), |t| {
+                consumer.fetch_watermarks(topic, *p, t)
+            })?
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "MILLPOND_RUN_TO_LATEST: reading the high watermark of {topic}/{p}: {e}"
+                )
+            })?;
             targets.insert(*p, high);
         }
         tracing::info!(targets = ?targets, "running to the high watermarks read at startup, then exiting");

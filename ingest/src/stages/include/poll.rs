@@ -3,9 +3,10 @@
 //! bounded by its timeout; redirects refused, so the auth header never
 //! leaves the configured host.
 use std::sync::mpsc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use millpond_shared::metrics::IncludeMetrics;
+use millpond_shared::shutdown::{Stop, Stopped};
 use rand::Rng;
 
 use super::config::{IncludeConfig, Mode};
@@ -18,12 +19,17 @@ pub struct Source {
     pub live: LiveValues,
 }
 
+/// How often the wait for the first poll looks at the stop.
+const STOP_CHECK: Duration = Duration::from_millis(100);
+
 /// Starts polling. In authoritative mode it returns only after the first
-/// successful poll, or fails after the startup timeout.
+/// successful poll, or fails after the startup timeout, or with
+/// [`Stopped`] at the stop.
 pub fn start(
     cfg: &IncludeConfig,
     pins: &Values,
     metrics: IncludeMetrics,
+    stop: &Stop,
 ) -> anyhow::Result<Source> {
     let client = reqwest::blocking::Client::builder()
         .timeout(cfg.request_timeout)
@@ -48,12 +54,21 @@ pub fn start(
         .name("include-values".into())
         .spawn(move || poller.run())?;
     if cfg.mode == Mode::Authoritative {
-        first_rx.recv_timeout(cfg.startup_timeout).map_err(|_| {
-            anyhow::anyhow!(
-                "MILLPOND_INCLUDE_VALUES_URL: no successful poll within {}s (MILLPOND_INCLUDE_VALUES_STARTUP_TIMEOUT_S); authoritative mode does not start on a stale set",
-                cfg.startup_timeout.as_secs()
-            )
-        })?;
+        let until = Instant::now() + cfg.startup_timeout;
+        loop {
+            if stop.is_stopped() {
+                return Err(Stopped.into());
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            match first_rx.recv_timeout(left.min(STOP_CHECK)) {
+                Ok(()) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() => continue,
+                Err(_) => anyhow::bail!(
+                    "MILLPOND_INCLUDE_VALUES_URL: no successful poll within {}s (MILLPOND_INCLUDE_VALUES_STARTUP_TIMEOUT_S); authoritative mode does not start on a stale set",
+                    cfg.startup_timeout.as_secs()
+                ),
+            }
+        }
     }
     Ok(Source { live })
 }
