@@ -87,6 +87,7 @@ pub struct Resume {
 /// the record at a recorded range's end with Kafka's (see
 /// [`super::identity`]). The stop ends the
 /// reads with [`ResumeError::Stopped`].
+#[allow(clippy::too_many_arguments)]
 pub fn resume_points(
     consumer: &Consumer,
     topic: &str,
