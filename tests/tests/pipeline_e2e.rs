@@ -781,16 +781,23 @@ fn a_replica_count_change_mid_stream_hands_partitions_over_without_exits() {
         extra: vec![("POD_NAME", name.to_owned())],
         ..o
     };
-    let (chunk, chunks) = (500u64, 24u64);
-    let total = chunk * chunks;
+    // Events keep coming, 500 every 250 ms, until the old pod has stopped.
+    let chunk = 500u64;
     produce_events(&broker.bootstrap, TOPIC, 4, 0, chunk);
     let bootstrap: &'static str = Box::leak(broker.bootstrap.clone().into_boxed_str());
-    let producer = std::thread::spawn(move || {
-        for i in 1..chunks {
-            std::thread::sleep(Duration::from_millis(250));
-            produce_events(bootstrap, TOPIC, 4, i * chunk, chunk);
-        }
-    });
+    let producing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let producer = {
+        let producing = producing.clone();
+        std::thread::spawn(move || {
+            let mut chunks = 1u64;
+            while producing.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(250));
+                produce_events(bootstrap, TOPIC, 4, chunks * chunk, chunk);
+                chunks += 1;
+            }
+            chunks
+        })
+    };
     let w_old = Writer::start_with(&lake, &[pod("millpond-old-0"), lease]);
     let w_old_addr: &'static str = Box::leak(w_old.addr.clone().into_boxed_str());
     let old = Ingest::start(
@@ -815,10 +822,18 @@ fn a_replica_count_change_mid_stream_hands_partitions_over_without_exits() {
         &with_pod(opts(bootstrap, a1, 2, 1), "millpond-new-1"),
         lake.dir.path(),
     );
+    // Once both have read the lake's offsets, the old pod goes on flushing
+    // for a few seconds before it stops.
+    eventually(Duration::from_secs(60), "the new pods consume", || {
+        [&new0, &new1]
+            .iter()
+            .all(|i| i.proc.logs().contains("consuming"))
+    });
     std::thread::sleep(Duration::from_secs(4));
     old.stop();
     w_old.stop();
-    producer.join().unwrap();
+    producing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let total = chunk * producer.join().unwrap();
     eventually(Duration::from_secs(120), "everything committed", || {
         total_committed(bootstrap, 4) == total as i64
             || !(new0.proc.is_running() && new1.proc.is_running())
