@@ -21,7 +21,7 @@ impl LakeTopic {
         LakeTopic {
             kafka: topic.to_owned(),
             lake: match epoch {
-                Some(e) => format!("{topic}#{e}"),
+                Some(e) => format!("{topic}{}{e}", millpond_proto::EPOCH_SEPARATOR),
                 None => topic.to_owned(),
             },
         }

@@ -538,7 +538,7 @@ impl Pipeline {
             }
             let (full, rest) = self.rebuild(want, &skip, until)?;
             let left_out = (full.descriptor.expected_rows + record_letters(&full.descriptor))
-                - (rest.descriptor.expected_rows + record_letters(&rest.descriptor));
+                .saturating_sub(rest.descriptor.expected_rows + record_letters(&rest.descriptor));
             tracing::warn!(flush_id = %want.flush_id, recorded = ?skip, left_out, remaining_rows = rest.descriptor.expected_rows,
                 "another owner already recorded part of this flush (a handover); sending only the rest");
             if rest.descriptor.ranges.is_empty() {

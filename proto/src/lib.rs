@@ -65,6 +65,18 @@ impl OffsetRange {
     }
 }
 
+/// Between a topic's name and its epoch in the name the lake records a
+/// topic's offsets under (`<topic>#<epoch>`, MILLPOND_TOPIC_EPOCH). Kafka
+/// topic names cannot hold it.
+pub const EPOCH_SEPARATOR: char = '#';
+
+/// The Kafka topic of a name offsets are recorded under.
+pub fn kafka_topic(recorded_as: &str) -> &str {
+    recorded_as
+        .split_once(EPOCH_SEPARATOR)
+        .map_or(recorded_as, |(topic, _)| topic)
+}
+
 /// One Kafka record as a range remembers it: its timestamp and a checksum
 /// of its key and value. A topic recreated under the same name holds
 /// another record at the same offset.

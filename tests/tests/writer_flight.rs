@@ -625,7 +625,7 @@ async fn the_writers_own_tables_are_one_catalog_commit(backend: Backend) {
                    WHERE map_contains(changes, 'tables_created')";
     assert_eq!(
         lake.query(created),
-        ["[main._millpond_leases_events, main._millpond_offsets, main.events_dead_letters]"]
+        ["[main._millpond_last_records, main._millpond_leases_events, main._millpond_offsets, main.events_dead_letters]"]
     );
 }
 

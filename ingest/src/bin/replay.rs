@@ -19,7 +19,7 @@ use millpond_ingest::buffer::Record;
 use millpond_ingest::flight::WriterClient;
 use millpond_ingest::replay::{KafkaPartition, Owned, Position, Start};
 use millpond_ingest::stages::{StageConfig, Stages};
-use millpond_proto::{AckOutcome, FlushTrigger};
+use millpond_proto::{AckOutcome, FlushTrigger, OffsetRange};
 use millpond_shared::config::{Env, EnvReader};
 
 /// How long the writer and Kafka are given for each step.
@@ -94,6 +94,11 @@ fn replay(args: Args) -> anyhow::Result<ExitCode> {
     let env = Env::from_process();
     let mut reader = EnvReader::new(&env);
     let stage_cfg = StageConfig::from_env(&mut reader);
+    // The pipeline's topic epoch: its offsets are recorded under it.
+    let epoch = reader.optional("MILLPOND_TOPIC_EPOCH");
+    if let Some(why) = epoch.as_deref().and_then(millpond_ingest::epoch::invalid) {
+        reader.errors.push("MILLPOND_TOPIC_EPOCH", why);
+    }
     reader.finish()?;
 
     let kafka = match &args.kafka {
@@ -103,7 +108,9 @@ fn replay(args: Args) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut client = WriterClient::new(args.writer);
+    let mut client = WriterClient::new(args.writer).recording(
+        millpond_ingest::epoch::LakeTopic::new(topic, epoch.as_deref()),
+    );
     let recorded = rt
         .block_on(client.recorded_offsets(topic, DEADLINE))
         .context("asking the writer which offsets the lake recorded")?;
@@ -158,7 +165,13 @@ fn replay(args: Args) -> anyhow::Result<ExitCode> {
             why.reason, why.keys
         );
     }
-    let cut = staged.cut;
+    let mut cut = staged.cut;
+    if args.jsonl.is_some() {
+        // A file's lines are not the records Kafka holds at these offsets.
+        for r in &mut cut.descriptor.ranges {
+            *r = OffsetRange::new(&r.topic, r.partition, r.first, r.last);
+        }
+    }
     let ack = rt.block_on(client.send(&cut.descriptor, cut.schema, &cut.batches, DEADLINE))?;
     // Filtered records are neither rows nor dead letters: say so, since a
     // replay with the pipeline's filters may drop the records it was for.

@@ -7,7 +7,7 @@ use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
 
 use super::units::parse_size;
 use crate::sink::dead_letters::table_setting;
-use crate::sink::ducklake::config::{LakeConfig, OFFSETS_TABLE};
+use crate::sink::ducklake::config::{LakeConfig, LAST_RECORDS_TABLE, OFFSETS_TABLE};
 
 /// Default port of the exporter's /metrics (ingest 8000, writer 8001).
 pub const DEFAULT_METRICS_PORT: u16 = 8002;
@@ -60,7 +60,7 @@ impl ToolConfig {
                 &mut r,
                 "DUCKLAKE_DEAD_LETTER_TABLE",
                 Some(t),
-                &[OFFSETS_TABLE],
+                &[OFFSETS_TABLE, LAST_RECORDS_TABLE],
             )
             .flatten(),
             None => None,

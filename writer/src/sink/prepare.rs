@@ -278,8 +278,8 @@ pub fn topic_of<'r>(ranges: &'r [OffsetRange], at: Option<coordinates::Coordinat
     topic_at(ranges, at.map(|c| (c.partition, c.offset)))
 }
 
-/// The topic of the range holding `(partition, offset)`, else the first
-/// range's (a flush reads one topic).
+/// The Kafka topic of the range holding `(partition, offset)`, else the
+/// first range's (a flush reads one topic); a topic epoch is not part of it.
 pub fn topic_at(ranges: &[OffsetRange], at: Option<(i32, i64)>) -> &str {
     let holds = |r: &&OffsetRange| {
         at.is_some_and(|(p, o)| r.partition == p && (r.first..=r.last).contains(&o))
@@ -288,7 +288,7 @@ pub fn topic_at(ranges: &[OffsetRange], at: Option<(i32, i64)>) -> &str {
         .iter()
         .find(holds)
         .or(ranges.first())
-        .map_or("", |r| r.topic.as_str())
+        .map_or("", |r| millpond_proto::kafka_topic(&r.topic))
 }
 
 #[cfg(test)]

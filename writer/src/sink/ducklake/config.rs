@@ -48,15 +48,20 @@ pub struct DuckLakeConfig {
 pub const RESERVED_COLUMNS: [&str; 5] = ["_inserted_at", "year", "month", "day", "hour"];
 /// The table holding recorded Kafka offsets, beside the target table.
 pub const OFFSETS_TABLE: &str = "_millpond_offsets";
+/// The record at each recorded range's last offset, beside the offsets.
+pub const LAST_RECORDS_TABLE: &str = "_millpond_last_records";
 
 impl DuckLakeConfig {
     pub fn parse(r: &mut EnvReader<'_>) -> Option<Self> {
         let table_raw = r.required("DUCKLAKE_TABLE");
         let table = r.safe_identifier("DUCKLAKE_TABLE", table_raw);
-        if table.as_deref() == Some(OFFSETS_TABLE) {
+        if let Some(own) = [OFFSETS_TABLE, LAST_RECORDS_TABLE]
+            .into_iter()
+            .find(|t| table.as_deref() == Some(*t))
+        {
             r.errors.push(
                 "DUCKLAKE_TABLE",
-                format!("{OFFSETS_TABLE} is used by Millpond itself"),
+                format!("{own} is used by Millpond itself"),
             );
         }
         let schema_raw = Some(r.string_or("DUCKLAKE_SCHEMA", "main"));
@@ -92,7 +97,7 @@ impl DuckLakeConfig {
             r,
             "DUCKLAKE_DEAD_LETTER_TABLE",
             table.as_deref(),
-            &[OFFSETS_TABLE],
+            &[OFFSETS_TABLE, LAST_RECORDS_TABLE],
         );
         let partition_fence = r.bool_opt("DUCKLAKE_PARTITION_FENCE").unwrap_or(true);
         let unsafe_names = if r.bool_opt("DUCKLAKE_QUOTED_COLUMNS").unwrap_or(false) {

@@ -35,7 +35,7 @@ use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason, Writ
 use millpond_shared::retry::Ladder;
 
 use self::classify::lake_error;
-use self::config::{DuckLakeConfig, OFFSETS_TABLE, RESERVED_COLUMNS};
+use self::config::{DuckLakeConfig, LAST_RECORDS_TABLE, OFFSETS_TABLE, RESERVED_COLUMNS};
 use self::dead_letters::DeadLetterTable;
 use self::dual_write::DualWrite;
 use self::fence::Fence;
@@ -115,6 +115,7 @@ impl DuckLakeSink {
         let offsets = OffsetsTable {
             name: cfg.sql_name(OFFSETS_TABLE),
             target: cfg.table.clone(),
+            last_records: cfg.sql_name(LAST_RECORDS_TABLE),
         };
         let dead_letters = cfg.dead_letter_table.as_ref().map(|t| DeadLetterTable {
             name: cfg.sql_name(t),
@@ -201,7 +202,13 @@ impl DuckLakeSink {
         self.session()?;
         let conn = self.conn();
         table::ensure_schema(conn, &self.cfg);
-        let mut tables = vec![(sql, self.offsets.name.clone())];
+        let mut tables = vec![
+            (sql, self.offsets.name.clone()),
+            (
+                self.offsets.create_last_records_sql(),
+                self.offsets.last_records.clone(),
+            ),
+        ];
         if let Some(dl) = &self.dead_letters {
             tables.push((dl.create_sql(), dl.name.clone()));
         }
@@ -222,13 +229,14 @@ impl DuckLakeSink {
                 }
             }
         }
-        self.offsets.upgrade(conn).map_err(|e| self.err(e))?;
         // Keep offset rows in the catalog instead of one tiny file per flush.
-        let _ = conn.execute_batch(&format!(
-            "CALL lake.set_option('data_inlining_row_limit', 1000, schema => {}, table_name => {})",
-            sql::literal(&self.cfg.schema),
-            sql::literal(OFFSETS_TABLE)
-        ));
+        for table in [OFFSETS_TABLE, LAST_RECORDS_TABLE] {
+            let _ = conn.execute_batch(&format!(
+                "CALL lake.set_option('data_inlining_row_limit', 1000, schema => {}, table_name => {})",
+                sql::literal(&self.cfg.schema),
+                sql::literal(table)
+            ));
+        }
         if self.cfg.partition_fence {
             self.fence.table_created();
         }

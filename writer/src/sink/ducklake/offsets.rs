@@ -3,13 +3,18 @@
 //! `<schema>._millpond_offsets` holds one row per partition per flush. It is
 //! an ordinary DuckLake table, so it survives snapshot expiry, and its rows
 //! are small enough to be inlined into the catalog. Readers take the highest
-//! range per partition; old rows are pruned now and then. Each row also
-//! keeps the record at its last offset (timestamp and checksum, when the
-//! sender said), so ingest can tell a recreated topic from the recorded one.
+//! range per partition; old rows are pruned now and then.
+//!
+//! `<schema>._millpond_last_records` keeps, in the same transaction, the
+//! record at each range's last offset (timestamp and checksum, when the
+//! sender said), so ingest can tell a recreated topic from the recorded
+//! one. A table of its own: writers of an earlier release, still inserting
+//! the offsets table's seven columns during a rolling update, are not
+//! disturbed.
 use std::collections::{HashMap, HashSet};
 
 use duckdb::{params, Connection};
-use millpond_proto::OffsetRange;
+use millpond_proto::{LastRecord, OffsetRange};
 
 use super::sql::literal;
 
@@ -18,54 +23,35 @@ use super::sql::literal;
 pub const RECORDED_MEANWHILE: &str =
     "millpond: offsets of this flush were recorded meanwhile by another writer";
 
-/// Columns added after the table's first release, with their types: a
-/// table created before them gets them at startup ([`OffsetsTable::upgrade`]).
-const ADDED_COLUMNS: [(&str, &str); 2] =
-    [("last_timestamp_ms", "BIGINT"), ("last_checksum", "BIGINT")];
-
 pub struct OffsetsTable {
     /// Fully qualified: lake.<schema>._millpond_offsets
     pub name: String,
     /// The target table the offsets belong to (several tables may share a
     /// schema, each with its own pipeline).
     pub target: String,
+    /// Fully qualified: lake.<schema>._millpond_last_records
+    pub last_records: String,
 }
 
 impl OffsetsTable {
     pub fn create_sql(&self) -> String {
-        let added: Vec<String> = ADDED_COLUMNS
-            .iter()
-            .map(|(c, t)| format!(", {c} {t}"))
-            .collect();
         format!(
             "CREATE TABLE IF NOT EXISTS {} (target_table VARCHAR, topic VARCHAR, kafka_partition INTEGER, \
-             first_offset BIGINT, last_offset BIGINT, flush_id VARCHAR, recorded_at TIMESTAMP WITH TIME ZONE{})",
-            self.name,
-            added.concat()
+             first_offset BIGINT, last_offset BIGINT, flush_id VARCHAR, recorded_at TIMESTAMP WITH TIME ZONE)",
+            self.name
         )
     }
 
-    /// Adds the columns a table created by an older writer lacks. Another
-    /// writer may add them at the same moment: a column that exists after
-    /// a failed ADD is there, whoever added it.
-    pub fn upgrade(&self, conn: &Connection) -> duckdb::Result<()> {
-        for (column, ty) in ADDED_COLUMNS {
-            let probe = format!("SELECT {column} FROM {} LIMIT 0", self.name);
-            if conn.execute_batch(&probe).is_ok() {
-                continue;
-            }
-            let add = format!("ALTER TABLE {} ADD COLUMN {column} {ty}", self.name);
-            if let Err(e) = conn.execute_batch(&add) {
-                let _ = conn.execute_batch("ROLLBACK");
-                if conn.execute_batch(&probe).is_err() {
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
+    pub fn create_last_records_sql(&self) -> String {
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (target_table VARCHAR, topic VARCHAR, kafka_partition INTEGER, \
+             last_offset BIGINT, last_timestamp_ms BIGINT, last_checksum BIGINT, flush_id VARCHAR)",
+            self.last_records
+        )
     }
 
-    /// One INSERT for all ranges of a flush, run inside the write transaction.
+    /// The INSERTs for all ranges of a flush (offsets, then the last
+    /// records the ranges remember), run inside the write transaction.
     pub fn insert_sql(&self, flush_id: &str, ranges: &[OffsetRange]) -> Option<String> {
         if ranges.is_empty() {
             return None;
@@ -73,27 +59,44 @@ impl OffsetsTable {
         let values: Vec<String> = ranges
             .iter()
             .map(|r| {
-                let opt = |v: Option<i64>| v.map_or_else(|| "NULL".to_owned(), |v| v.to_string());
                 format!(
-                    "({}, {}, {}, {}, {}, {}, now(), {}, {})",
+                    "({}, {}, {}, {}, {}, {}, now())",
                     literal(&self.target),
                     literal(&r.topic),
                     r.partition,
                     r.first,
                     r.last,
-                    literal(flush_id),
-                    opt(r.last_timestamp_ms),
-                    // Stored as BIGINT: the checksum's 64 bits as they are.
-                    opt(r.last_checksum.map(|c| c as i64)),
+                    literal(flush_id)
                 )
             })
             .collect();
-        Some(format!(
-            "INSERT INTO {} (target_table, topic, kafka_partition, first_offset, last_offset, flush_id, \
-             recorded_at, last_timestamp_ms, last_checksum) VALUES {}",
-            self.name,
-            values.join(", ")
-        ))
+        let mut sql = format!("INSERT INTO {} VALUES {}", self.name, values.join(", "));
+        let marks: Vec<String> = ranges
+            .iter()
+            .filter_map(|r| {
+                let m = r.last_record()?;
+                Some(format!(
+                    "({}, {}, {}, {}, {}, {}, {})",
+                    literal(&self.target),
+                    literal(&r.topic),
+                    r.partition,
+                    r.last,
+                    m.timestamp_ms
+                        .map_or_else(|| "NULL".to_owned(), |t| t.to_string()),
+                    // Stored as BIGINT: the checksum's 64 bits as they are.
+                    m.checksum as i64,
+                    literal(flush_id)
+                ))
+            })
+            .collect();
+        if !marks.is_empty() {
+            sql.push_str(&format!(
+                ";\nINSERT INTO {} VALUES {}",
+                self.last_records,
+                marks.join(", ")
+            ));
+        }
+        Some(sql)
     }
 
     /// Inside the write transaction: fails the transaction when another
@@ -123,22 +126,30 @@ impl OffsetsTable {
         ))
     }
 
-    /// Highest recorded range per partition of `topic`.
+    /// Highest recorded range per partition of `topic`, with the record at
+    /// its last offset when one was recorded for it.
     pub fn read(&self, conn: &Connection, topic: &str) -> duckdb::Result<Vec<OffsetRange>> {
         let sql = format!(
-            "SELECT kafka_partition, arg_max(first_offset, last_offset), max(last_offset), \
-             arg_max(last_timestamp_ms, last_offset), arg_max(last_checksum, last_offset) FROM {} \
-             WHERE target_table = ? AND topic = ? GROUP BY kafka_partition ORDER BY kafka_partition",
-            self.name
+            "WITH top AS (SELECT kafka_partition, arg_max(first_offset, last_offset) AS first_offset, \
+             max(last_offset) AS last_offset FROM {o} WHERE target_table = ? AND topic = ? GROUP BY kafka_partition), \
+             marks AS (SELECT kafka_partition, last_offset, any_value(last_timestamp_ms) AS ts, \
+             any_value(last_checksum) AS ck FROM {l} WHERE target_table = ? AND topic = ? \
+             GROUP BY kafka_partition, last_offset) \
+             SELECT top.kafka_partition, top.first_offset, top.last_offset, marks.ts, marks.ck FROM top \
+             LEFT JOIN marks ON marks.kafka_partition = top.kafka_partition AND marks.last_offset = top.last_offset \
+             ORDER BY top.kafka_partition",
+            o = self.name,
+            l = self.last_records,
         );
         let mut stmt = conn.prepare(&sql)?;
-        let rows = stmt.query_map(params![self.target, topic], |row| {
+        let rows = stmt.query_map(params![self.target, topic, self.target, topic], |row| {
             let range = OffsetRange::new(topic, row.get(0)?, row.get(1)?, row.get(2)?);
-            Ok(OffsetRange {
-                last_timestamp_ms: row.get(3)?,
-                last_checksum: row.get::<_, Option<i64>>(4)?.map(|c| c as u64),
-                ..range
-            })
+            let checksum: Option<i64> = row.get(4)?;
+            let timestamp_ms: Option<i64> = row.get(3)?;
+            Ok(range.with_last_record(checksum.map(|c| LastRecord {
+                timestamp_ms,
+                checksum: c as u64,
+            })))
         })?;
         rows.collect()
     }
@@ -173,8 +184,11 @@ impl OffsetsTable {
     pub fn prune_sql(&self) -> String {
         format!(
             "DELETE FROM {t} WHERE target_table = {target} AND (topic, kafka_partition, last_offset) NOT IN \
+             (SELECT topic, kafka_partition, max(last_offset) FROM {t} WHERE target_table = {target} GROUP BY ALL);\n\
+             DELETE FROM {l} WHERE target_table = {target} AND (topic, kafka_partition, last_offset) NOT IN \
              (SELECT topic, kafka_partition, max(last_offset) FROM {t} WHERE target_table = {target} GROUP BY ALL)",
             t = self.name,
+            l = self.last_records,
             target = literal(&self.target)
         )
     }
