@@ -71,6 +71,53 @@ async fn hoglake_writer_publishes_flushes_once_and_acks_a_resend_already_recorde
     w.stop();
 }
 
+/// The hoglake destination keys its commits by the flush's offset ranges, so
+/// a flush without any (a hand-driven Flight client) is refused, never
+/// acknowledged as already published while its rows are dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_without_offset_ranges_is_refused_not_dropped() {
+    let lake = Hoglake::start();
+    let w = Writer::start_env(&lake.writer_env(), lake.dir.path(), &[]);
+    let mut c = client(&w.addr).await;
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        let refused = put(
+            &mut c,
+            &descriptor(id, vec![], 5),
+            vec![rows(5 * i as i64, 5)],
+        )
+        .await
+        .expect_err("a range-less flush must be refused");
+        assert_eq!(
+            refused.code(),
+            tonic::Code::FailedPrecondition,
+            "{refused:?}"
+        );
+        assert!(
+            refused.message().contains("no Kafka offset ranges"),
+            "{refused:?}"
+        );
+    }
+    // Then a flush with its ranges: only its rows are in the table.
+    let ack = put(
+        &mut c,
+        &descriptor("d", vec![r(0, 0, 4)], 5),
+        vec![with_coordinates(rows(100, 5), 0, 0)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    assert_eq!(
+        lake.record_counts().await,
+        vec![5],
+        "nothing else published"
+    );
+    assert_eq!(
+        w.metric("millpond_flushes_already_recorded_total", &[]),
+        0.0
+    );
+    w.stop();
+}
+
 /// A column whose type changes between flushes is never rounded or nulled
 /// silently: the value that does not fit the live column is NULL in its row
 /// and a dead letter, committed in the same commit as the rows.

@@ -253,6 +253,17 @@ impl HoglakeSink {
 
 impl Sink for HoglakeSink {
     fn write(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError> {
+        if flush.ranges.is_empty() {
+            // The commit's idempotency key is derived from the ranges: every
+            // range-less flush would get the same key, and each after the
+            // first would be acknowledged as already published, unwritten.
+            return Err(SinkError::permanent(format!(
+                "flush {} has no Kafka offset ranges: the hoglake destination needs them (its commits \
+                 are made idempotent by them; without any, a flush would be taken for one already \
+                 published and dropped); send the ranges (topic, partition, first, last) in the descriptor",
+                flush.id
+            )));
+        }
         let table = self.cfg.qualified_table();
         if self.publisher.is_none() {
             let cfg = self.cfg.clone();
