@@ -1727,3 +1727,42 @@ async fn files_written_again_on_s3_replace_their_first_uploads() {
         "first uploads left in the bucket: {stray:?}"
     );
 }
+
+/// Any Flight client may send dead letters, and their reasons are metric
+/// labels: a reason Millpond does not give counts as `other`, so the series
+/// stay bounded, and the dead-letter table keeps its text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_reason_millpond_does_not_give_counts_as_other() {
+    let lake = Lake::new(Backend::Embedded, "events");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    let mut desc = descriptor("f", vec![r(0, 0, 5)], 3);
+    for (offset, reason) in [
+        (3, "made-up reason 1"),
+        (4, "made-up reason 2"),
+        (5, "invalid_json"),
+    ] {
+        desc.dead_letters.push(millpond_proto::DeadLetter {
+            topic: "events".into(),
+            partition: 0,
+            offset,
+            reason: reason.into(),
+            original: b"x".to_vec(),
+            ..Default::default()
+        });
+    }
+    let ack = put(&mut c, &desc, vec![rows(0, 3)]).await.unwrap();
+    assert_eq!(ack.dead_letters_written, 3);
+    let dead = |reason| writer.metric("millpond_dead_letters_total", &[("reason", reason)]);
+    assert_eq!((dead("other"), dead("invalid_json")), (2.0, 1.0));
+    assert!(
+        !writer.metrics().contains("made-up"),
+        "{}",
+        writer.metrics()
+    );
+    writer.stop();
+    assert_eq!(
+        lake.query("SELECT reason FROM lake.main.events_dead_letters ORDER BY 1"),
+        ["invalid_json", "made-up reason 1", "made-up reason 2"]
+    );
+}

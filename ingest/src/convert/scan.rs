@@ -6,6 +6,7 @@
 //! from the payload; unescaped strings and compacted nested values go into
 //! one shared text arena.
 
+use millpond_shared::metrics::dead_letter_reason;
 use std::collections::HashMap;
 
 use super::object::{read_object, Scratch};
@@ -84,9 +85,9 @@ pub enum SkipReason {
 impl SkipReason {
     pub fn label(self) -> &'static str {
         match self {
-            SkipReason::InvalidUtf8 => "invalid_utf8",
-            SkipReason::InvalidJson => "invalid_json",
-            SkipReason::NotAnObject => "not_an_object",
+            SkipReason::InvalidUtf8 => dead_letter_reason::INVALID_UTF8,
+            SkipReason::InvalidJson => dead_letter_reason::INVALID_JSON,
+            SkipReason::NotAnObject => dead_letter_reason::NOT_AN_OBJECT,
         }
     }
 }

@@ -100,6 +100,36 @@ pub mod dead_letter_reason {
     /// source, or a column the table holds as VARIANT): payload text must
     /// not be cast into it.
     pub const VARIANT_COMPANION_COLLISION: &str = "variant_companion_collision";
+    /// Record level, from ingest's converter: the message is not one JSON
+    /// object.
+    pub const INVALID_JSON: &str = "invalid_json";
+    pub const INVALID_UTF8: &str = "invalid_utf8";
+    pub const NOT_AN_OBJECT: &str = "not_an_object";
+    /// The label of any reason not listed here: any Flight client may send
+    /// dead letters, and each reason would be a metric series of its own.
+    pub const OTHER: &str = "other";
+
+    /// Every reason Millpond gives.
+    pub const KNOWN: [&str; 12] = [
+        TYPE_MISMATCH,
+        RESERVED_FIELD_NAME,
+        UNSAFE_FIELD_NAME,
+        DUPLICATE_FIELD_NAME,
+        TOO_MANY_COLUMNS,
+        COLUMN_COERCION,
+        OVERSIZED_RECORD,
+        COLUMN_REFUSED,
+        VARIANT_COMPANION_COLLISION,
+        INVALID_JSON,
+        INVALID_UTF8,
+        NOT_AN_OBJECT,
+    ];
+
+    /// The `reason` label of a dead letter: its reason when Millpond gives
+    /// it, else [`OTHER`] (the dead-letter table keeps the text).
+    pub fn label(reason: &str) -> &'static str {
+        KNOWN.into_iter().find(|k| *k == reason).unwrap_or(OTHER)
+    }
 }
 
 pub fn new_registry(pipeline: &str, broker_source: &str) -> Registry {

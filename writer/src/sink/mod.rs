@@ -15,6 +15,7 @@ pub use flush::{Durable, Flush, Receipt};
 
 use arrow::record_batch::RecordBatch;
 use millpond_proto::OffsetRange;
+use millpond_shared::metrics::dead_letter_reason;
 use millpond_shared::retry::Ladder;
 
 pub trait Sink: Send {
@@ -81,7 +82,9 @@ pub fn count_dead_letters(
         } else {
             &metrics.dead_letters
         };
-        metric.with_label_values(&[l.reason.as_str()]).inc();
+        metric
+            .with_label_values(&[dead_letter_reason::label(&l.reason)])
+            .inc();
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use millpond_shared::metrics::LakeMetrics;
+use millpond_shared::metrics::{dead_letter_reason, LakeMetrics};
 
 use super::super::catalog::{as_f64, as_i64, as_string, meta, Lake, TableRef};
 use super::super::config::ToolConfig;
@@ -203,8 +203,15 @@ pub fn apply(state: &LakeState, m: &LakeMetrics) {
             .with_label_values(&l)
             .set(o.age_seconds);
     }
+    // Reasons Millpond does not give share one label: summed, not set in turn.
+    let mut by_label: HashMap<(&str, &str), i64> = HashMap::new();
     for (table, reason, n) in &state.dead_letters {
-        m.dead_letters.with_label_values(&[table, reason]).set(*n);
+        *by_label
+            .entry((table.as_str(), dead_letter_reason::label(reason)))
+            .or_default() += *n;
+    }
+    for ((table, reason), n) in by_label {
+        m.dead_letters.with_label_values(&[table, reason]).set(n);
     }
 }
 
