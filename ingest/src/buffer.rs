@@ -1,7 +1,8 @@
 //! The pending flush: converted batches, dead letters, their size, and the
-//! offset range of every partition consumed since the last flush. The one
-//! path from consumed records to a flush: the consume loop and the replay
-//! tool both call [`Pending::add`] and [`Pending::cut`].
+//! offset range of every partition consumed since the last flush, with the
+//! record at each range's last offset. The consume loop, the re-read and
+//! the replay tool reach it through `stages::Stages` (`add_filtered` and
+//! [`Pending::cut`]); [`Pending::add`] is the same without a filter stage.
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
