@@ -128,6 +128,20 @@ def pod_name_from_downward_api(docs: Docs, values: dict[str, Any]) -> list[str]:
     return problems
 
 
+def pod_uid_from_downward_api(docs: Docs, values: dict[str, Any]) -> list[str]:
+    """The DuckLake writer's lease owner includes the pod's UID, so a
+    replacement pod with the same name never shares its leases."""
+    problems = []
+    for sts in kind(docs, "StatefulSet"):
+        c = containers(sts)["writer"]
+        if env_value(c, "MILLPOND_DESTINATION") == "hoglake":
+            continue
+        ref = env(c).get("POD_UID", {}).get("valueFrom", {}).get("fieldRef", {})
+        if ref.get("fieldPath") != "metadata.uid":
+            problems.append(f"{sts['metadata']['name']}/writer: POD_UID is not the pod's UID")
+    return problems
+
+
 def writer_on_loopback(docs: Docs, values: dict[str, Any]) -> list[str]:
     problems = []
     for sts in kind(docs, "StatefulSet"):
@@ -311,6 +325,7 @@ RENDERED_CHECKS: list[Callable[[Docs, dict[str, Any]], list[str]]] = [
     two_containers_per_pod,
     replica_count_is_replicas,
     pod_name_from_downward_api,
+    pod_uid_from_downward_api,
     writer_on_loopback,
     destination_wiring,
     writer_spool_on_a_bounded_volume,
@@ -362,6 +377,7 @@ BREAKS: dict[str, Callable[[Docs], None]] = {
     ),
     "replica_count_is_replicas": break_count,
     "pod_name_from_downward_api": lambda d: set_env(containers(first_sts(d))["writer"], "POD_NAME", {"value": "millpond-0"}),
+    "pod_uid_from_downward_api": lambda d: set_env(containers(first_sts(d))["writer"], "POD_UID", {"value": "x"}),
     "writer_on_loopback": lambda d: set_env(containers(first_sts(d))["writer"], "MILLPOND_WRITER_ADDR", {"value": "0.0.0.0:50051"}),
     "destination_wiring": lambda d: containers(first_sts(d))["writer"].update(image="registry.test/millpond-writer-hoglake:1"),
     "probes": break_probe,

@@ -48,8 +48,10 @@ impl Writer {
         env.push(("MILLPOND_WRITER_HTTP_PORT".into(), http_port.to_string()));
         env.push(("MILLPOND_HTTP_HOST".into(), "127.0.0.1".into()));
         // One pod unless a test says otherwise: a restarted writer is the
-        // same lease owner, as in a StatefulSet.
+        // same pod (name and UID, as the StatefulSet's downward API gives
+        // them), so it takes its leases back at once.
         env.push(("POD_NAME".into(), "millpond-0".into()));
+        env.push(("POD_UID".into(), "millpond-0-uid".into()));
         for (k, v) in extra {
             env.retain(|(ek, _)| ek != k);
             env.push((k.to_string(), v.to_string()));

@@ -562,3 +562,141 @@ async fn four_writers_evolving_one_table_never_exhaust_their_retries() {
     // (write_retry, contention) per writer: contention is retried, never fatal.
     println!("errors per writer: {errors:?}");
 }
+
+/// The fence holds at the commit, not only before it: the old owner passes
+/// its lease check and then stalls (as behind a catalog connection that
+/// holds its bytes) past its lease, while a new owner claims the partition
+/// and writes the same range. The old owner's COMMIT is refused; it then
+/// finds the range recorded. 1,000 rows for 1,000 records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_stalled_past_its_lease_never_lands_beside_the_new_owner() {
+    let lake = Lake::new(Backend::PostgresS3, "events");
+    let lease = ("DUCKLAKE_PARTITION_LEASE_S", "3");
+    let old = Writer::start_with(
+        &lake,
+        &[
+            lease,
+            ("POD_NAME", "millpond-old"),
+            ("MILLPOND_FAILPOINT", "stall_in_commit:9000"),
+        ],
+    );
+    let new = Writer::start_with(&lake, &[lease, ("POD_NAME", "millpond-new")]);
+    let same = descriptor("same-range", vec![r(0, 0, 999)], 1000);
+    let (a, d) = (old.addr.clone(), same.clone());
+    let stalled = tokio::spawn(async move {
+        let mut c = client(&a).await;
+        put(&mut c, &d, vec![rows(0, 1000)]).await
+    });
+    // The old owner holds the lease and stalls in its commit.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while !old.proc.logs().contains("failpoint stall_in_commit") {
+        assert!(std::time::Instant::now() < until, "{}", old.proc.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The new owner is refused while the old lease runs, then takes the
+    // partition and writes the range while the old commit is still stalled.
+    let mut c = client(&new.addr).await;
+    let until = std::time::Instant::now() + Duration::from_secs(7);
+    let ack = loop {
+        match put(&mut c, &same, vec![rows(0, 1000)]).await {
+            Ok(ack) => break ack,
+            Err(e) if e.code() == tonic::Code::Unavailable => {
+                assert!(std::time::Instant::now() < until, "still refused: {e:?}");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    assert!(!stalled.is_finished(), "the old commit is still stalled");
+    assert_eq!(lake.count(), 1000);
+
+    let late = stalled.await.unwrap();
+    assert!(
+        !matches!(&late, Ok(a) if a.outcome() == AckOutcome::Written),
+        "the stalled owner must not answer written: {late:?}"
+    );
+    if let Ok(a) = &late {
+        assert_eq!(a.outcome(), AckOutcome::AlreadyRecorded);
+    }
+    assert!(
+        new.metric("millpond_errors_total", &[("type", "partition_leased")]) >= 1.0,
+        "the new owner waited for the old lease"
+    );
+    old.stop();
+    new.stop();
+    assert_eq!(lake.count(), 1000, "nothing twice");
+    assert_eq!(
+        lake.column_text("count(DISTINCT id)"),
+        vec![Some("1000".into())]
+    );
+}
+
+/// Two live writers with one POD_NAME (a force-deleted pod on an
+/// unreachable node and its replacement; two containers started by hand)
+/// are two lease owners: given the same range at the same moment, one
+/// writes it and the other is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writers_with_one_pod_name_write_a_range_once() {
+    let lake = Lake::new(Backend::PostgresS3, "events");
+    let pause = ("MILLPOND_FAILPOINT", "pause_before_commit:1500");
+    let name = ("POD_NAME", "millpond-0");
+    let writers = [
+        // The replacement pod has a new UID; a hand-started one has none.
+        Writer::start_with(&lake, &[pause, name, ("POD_UID", "uid-before")]),
+        Writer::start_with(&lake, &[pause, name, ("POD_UID", "")]),
+    ];
+    let same = descriptor("same-range", vec![r(0, 0, 299)], 300);
+    let puts: Vec<_> = writers
+        .iter()
+        .map(|w| {
+            let (addr, d) = (w.addr.clone(), same.clone());
+            tokio::spawn(async move {
+                let mut c = client(&addr).await;
+                put(&mut c, &d, vec![rows(0, 300)]).await
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for p in puts {
+        outcomes.push(p.await.unwrap());
+    }
+    let written = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(a) if a.outcome() == AckOutcome::Written))
+        .count();
+    assert_eq!(written, 1, "{outcomes:?}");
+    for w in writers {
+        w.stop();
+    }
+    assert_eq!(lake.count(), 300, "nothing twice");
+}
+
+/// A writer restarted in its pod (same POD_NAME and POD_UID) takes its
+/// leases back at once after a kill -9; one with another UID waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_restarted_in_its_pod_takes_its_leases_back_at_once() {
+    let lake = Lake::new(Backend::PostgresS3, "events");
+    let pod = [("DUCKLAKE_PARTITION_LEASE_S", "60"), ("POD_UID", "uid-1")];
+    let mut w = Writer::start_with(&lake, &pod);
+    let mut c = client(&w.addr).await;
+    let d = descriptor("first", vec![r(0, 0, 99)], 100);
+    put(&mut c, &d, vec![rows(0, 100)]).await.unwrap();
+    w.proc.kill9();
+
+    let other = Writer::start_with(&lake, &[pod[0], ("POD_UID", "uid-2")]);
+    let mut c = client(&other.addr).await;
+    let next = descriptor("next", vec![r(0, 100, 199)], 100);
+    let e = put(&mut c, &next, vec![rows(100, 100)])
+        .await
+        .expect_err("another pod waits for the lease");
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    other.stop();
+
+    let again = Writer::start_with(&lake, &pod);
+    let mut c = client(&again.addr).await;
+    let ack = put(&mut c, &next, vec![rows(100, 100)]).await.unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    again.stop();
+    assert_eq!(lake.count(), 200);
+}

@@ -48,8 +48,9 @@ pub struct WriterConfig {
     /// Test hook (MILLPOND_FAILPOINT): `kill_after_commit` makes the process
     /// abort itself (like a SIGKILL) after the lake commit and before the acknowledgement;
     /// `pause_before_commit:<ms>` holds each write transaction open that long
-    /// before COMMIT, `pause_in_claim:<ms>` each partition lease claim (to
-    /// race another writer).
+    /// before its lease check and COMMIT, `stall_in_commit:<ms>` after that
+    /// check, `pause_in_claim:<ms>` each partition lease claim (to race
+    /// another writer).
     pub failpoint: Option<String>,
     /// After SIGTERM, the longest the writer keeps serving its ingest's
     /// final flush (MILLPOND_WRITER_SHUTDOWN_GRACE_S, default 60).

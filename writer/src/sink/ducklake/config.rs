@@ -27,8 +27,8 @@ pub struct DuckLakeConfig {
     pub partition_fence: bool,
     /// DUCKLAKE_PARTITION_LEASE_S (default 60, at least 3).
     pub partition_lease: std::time::Duration,
-    /// Who holds leases: POD_NAME, else HOSTNAME, else a random id.
-    pub lease_owner: String,
+    /// Who holds leases: this process start (see lease_owner.rs).
+    pub lease_owner: super::lease_owner::LeaseOwner,
     /// DUCKLAKE_QUOTED_COLUMNS (default false): keys that are not safe
     /// identifiers become quoted columns instead of dead letters.
     pub unsafe_names: crate::sink::prepare::UnsafeNames,
@@ -113,10 +113,10 @@ impl DuckLakeConfig {
             );
         }
         let partition_lease = std::time::Duration::from_secs(lease_s);
-        let lease_owner = r
-            .optional("POD_NAME")
-            .or_else(|| r.optional("HOSTNAME"))
-            .unwrap_or_else(|| format!("writer-{}", uuid::Uuid::new_v4()));
+        let lease_owner = super::lease_owner::LeaseOwner::new(
+            r.optional("POD_NAME").or_else(|| r.optional("HOSTNAME")),
+            r.optional("POD_UID"),
+        );
         let variant_columns = super::variant::parse(r);
         let files_from = r.string_or("DUCKLAKE_FILES_FROM_BYTES", "8MB");
         let files_from_bytes = match parse_size::parse_size(&files_from) {

@@ -22,18 +22,28 @@
 //!   two rows; a claim takes them all.
 //! * A lease lasts `DUCKLAKE_PARTITION_LEASE_S`; a writer renews it only when
 //!   less than two thirds remain, so most flushes pay nothing, and it never
-//!   commits a write with less than a third left (it renews first). Another
-//!   owner can take the partition only after the lease expired, by which time
-//!   this writer's last write is committed, so the new owner's
-//!   already-recorded check sees it.
+//!   starts a commit with less than a third left (it renews first).
+//! * The lease alone cannot stop a commit that stalls past it (a paused
+//!   process, a catalog connection that holds its bytes): DuckLake retries
+//!   a commit for a long time, and appended offsets never conflict. So each
+//!   partition also has a fence table, `_millpond_fence_<table>_<partition>`
+//!   (rows: topic, owner, written_at). Every claim deletes the topic's rows there
+//!   and adds its own; every write transaction adds one row per partition
+//!   it records. DuckLake refuses to commit an insert into a table from
+//!   which a concurrent transaction deleted rows, in either order (conflicts
+//!   are per table, probed on 1.5.5 with a Postgres catalog). So a write
+//!   that began before another owner's claim can no longer commit once that
+//!   claim did, however long it stalls; and a claim is retried until the
+//!   commits it raced are done, so its owner's re-check sees them. A write
+//!   whose snapshot already shows the other owner's claim was caught before
+//!   its COMMIT by its own lease clock. An insert of one inlined row costs
+//!   a few milliseconds per partition (an update cost ten times that), and
+//!   the rows a partition gathers are deleted by its owner's next renewal.
 //! * A stopping writer releases its leases, so the next owner starts at once.
 //!   A killed one's leases expire.
 //!
 //! What it assumes: the catalog clients' clocks agree to within a third of
-//! the lease, and no write transaction spends more than a third of the lease
-//! between its last check and its commit. The owner is the pod's name
-//! (`POD_NAME`, else `HOSTNAME`), so a writer restarted in the same pod takes
-//! its leases back at once; without either it is a random id per process.
+//! the lease. The owner is one per process start (lease_owner.rs).
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -45,6 +55,7 @@ use millpond_shared::retry::Ladder;
 use super::classify::lake_error;
 use super::config::DuckLakeConfig;
 use super::connect::scrub;
+use super::lease_owner::LeaseOwner;
 use super::sql::literal;
 use crate::sink::{SinkError, SinkErrorKind};
 
@@ -57,13 +68,14 @@ const CLAIM: Ladder = Ladder {
 };
 
 pub struct Fence {
-    owner: String,
+    owner: LeaseOwner,
     lease: Duration,
     /// (topic, partition) -> when this writer's lease ends, by its own clock
     /// (measured from before the claim began: never later than the lake's).
     held: HashMap<(String, i32), Instant>,
     table_ready: bool,
-    /// Partitions whose lease row this writer saw or created.
+    /// Partitions whose lease row and fence table this writer saw or
+    /// created.
     rows: HashSet<(String, i32)>,
     /// Test hook (MILLPOND_FAILPOINT=pause_in_claim:<ms>): hold each claim
     /// open before its COMMIT, to race another writer's claim.
@@ -77,7 +89,7 @@ pub fn table_name(target: &str) -> String {
 }
 
 impl Fence {
-    pub fn new(owner: String, lease: Duration) -> Fence {
+    pub fn new(owner: LeaseOwner, lease: Duration) -> Fence {
         Fence {
             owner,
             lease,
@@ -93,6 +105,15 @@ impl Fence {
     pub fn reset(&mut self) {
         self.table_ready = false;
         self.rows.clear();
+    }
+
+    /// Drops this writer's own idea that it holds `ranges`' partitions
+    /// (after a write transaction that failed to commit: another owner may
+    /// have claimed them). The next write claims them again.
+    pub fn forget(&mut self, ranges: &[OffsetRange]) {
+        for r in ranges {
+            self.held.remove(&(r.topic.clone(), r.partition));
+        }
     }
 
     fn remaining(&self, r: &OffsetRange, now: Instant) -> Duration {
@@ -125,9 +146,11 @@ impl Fence {
         self.ensure_table(conn, cfg)?;
         let mut failed = 0;
         loop {
-            self.ensure_rows(conn, cfg, ranges)?;
             let started = Instant::now();
-            match self.claim(conn, cfg, ranges) {
+            let claimed = self
+                .ensure_rows(conn, cfg, ranges)
+                .and_then(|()| self.claim(conn, cfg, ranges));
+            match claimed {
                 Ok(()) => {
                     for r in ranges {
                         self.held
@@ -168,19 +191,37 @@ impl Fence {
         let mut topics: Vec<&str> = missing.iter().map(|r| r.topic.as_str()).collect();
         topics.sort_unstable();
         topics.dedup();
+        let mut sql = Vec::new();
         for topic in topics {
             let parts = partitions(ranges, topic);
-            conn.execute_batch(&format!(
+            sql.push(format!(
                 "INSERT INTO {table} SELECT {t}, p, '', TIMESTAMPTZ '1970-01-01 00:00:00+00' \
                  FROM unnest([{parts}]) AS u(p) \
                  WHERE p NOT IN (SELECT kafka_partition FROM {table} WHERE topic = {t})",
                 t = literal(topic),
-            ))
-            .map_err(|e| {
-                let mut e = lake_error(&cfg.lake, &e.to_string());
-                e.message = format!("creating partition lease rows: {}", e.message);
-                e
-            })?;
+            ));
+        }
+        let mut fences: Vec<i32> = missing.iter().map(|r| r.partition).collect();
+        fences.sort_unstable();
+        fences.dedup();
+        for p in &fences {
+            sql.push(format!(
+                "CREATE TABLE IF NOT EXISTS {} (topic VARCHAR, owner VARCHAR, written_at TIMESTAMP WITH TIME ZONE)",
+                fence_table(cfg, *p)
+            ));
+        }
+        conn.execute_batch(&sql.join(";\n")).map_err(|e| {
+            let mut e = lake_error(&cfg.lake, &e.to_string());
+            e.message = format!("creating partition lease rows: {}", e.message);
+            e
+        })?;
+        // One row per write: kept in the catalog, never a file per flush.
+        for p in &fences {
+            let _ = conn.execute_batch(&format!(
+                "CALL lake.set_option('data_inlining_row_limit', 1000, schema => {}, table_name => {})",
+                literal(&cfg.schema),
+                literal(&fence_name(&cfg.table, *p))
+            ));
         }
         for r in ranges {
             self.rows.insert((r.topic.clone(), r.partition));
@@ -200,16 +241,24 @@ impl Fence {
         let mut topics: Vec<&str> = ranges.iter().map(|r| r.topic.as_str()).collect();
         topics.sort_unstable();
         topics.dedup();
+        let owner = literal(&self.owner.id);
         let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
         for topic in &topics {
             let parts = partitions(ranges, topic);
             sql.push(format!(
                 "UPDATE {table} SET owner = {owner}, expires_at = now() + INTERVAL {secs} SECOND \
                  WHERE topic = {t} AND kafka_partition IN ({parts}) \
-                 AND (owner = {owner} OR expires_at < now())",
-                owner = literal(&self.owner),
+                 AND (owner = {owner} OR expires_at < now() OR {same_pod})",
                 secs = self.lease.as_secs(),
                 t = literal(topic),
+                same_pod = self.same_pod_sql(),
+            ));
+        }
+        for r in ranges {
+            let fence = fence_table(cfg, r.partition);
+            let t = literal(&r.topic);
+            sql.push(format!(
+                "DELETE FROM {fence} WHERE topic = {t}; INSERT INTO {fence} VALUES ({t}, {owner}, now())"
             ));
         }
         let run = conn.execute_batch(&sql.join(";\n")).and_then(|()| {
@@ -220,10 +269,12 @@ impl Fence {
             for topic in &topics {
                 let mut stmt = conn.prepare(&format!(
                     "SELECT kafka_partition, owner, expires_at::VARCHAR FROM {table} \
-                     WHERE topic = ? AND kafka_partition IN ({}) AND owner <> ? AND expires_at >= now()",
-                    partitions(ranges, topic)
+                     WHERE topic = ? AND kafka_partition IN ({}) AND owner <> ? AND expires_at >= now() \
+                     AND NOT ({})",
+                    partitions(ranges, topic),
+                    self.same_pod_sql()
                 ))?;
-                let rows = stmt.query_map(duckdb::params![topic, self.owner], |row| {
+                let rows = stmt.query_map(duckdb::params![topic, self.owner.id], |row| {
                     Ok(format!(
                         "partition {} held by {} until {}",
                         row.get::<_, i32>(0)?,
@@ -245,7 +296,7 @@ impl Fence {
                          WHERE topic = ? AND kafka_partition IN ({}) AND owner = ?",
                         partitions(ranges, topic)
                     ),
-                    duckdb::params![topic, self.owner],
+                    duckdb::params![topic, self.owner.id],
                     |row| row.get(0),
                 )?;
                 rowless |= mine < want.len() as i64;
@@ -284,6 +335,34 @@ impl Fence {
         conn.execute_batch("COMMIT").map_err(|e| conflict(&e))
     }
 
+    /// Whether a lease row's owner is an earlier run in this pod (its UID
+    /// known): `starts_with(owner, '<name>/<uid>/')`, else `false`.
+    fn same_pod_sql(&self) -> String {
+        self.owner
+            .same_pod
+            .as_ref()
+            .map_or("false".to_owned(), |p| {
+                format!("starts_with(owner, {})", literal(p))
+            })
+    }
+
+    /// The statements each write transaction runs: a row into the fence
+    /// table of each partition it records. Its COMMIT then fails if another
+    /// owner claimed one of them after the transaction began.
+    pub fn write_sql(&self, cfg: &DuckLakeConfig, ranges: &[OffsetRange]) -> Vec<String> {
+        let owner = literal(&self.owner.id);
+        ranges
+            .iter()
+            .map(|r| {
+                format!(
+                    "INSERT INTO {} VALUES ({}, {owner}, now())",
+                    fence_table(cfg, r.partition),
+                    literal(&r.topic)
+                )
+            })
+            .collect()
+    }
+
     /// Right before the write commits: false when some lease has less than
     /// a third left (the caller renews and retries rather than commit late).
     pub fn still_held(&self, ranges: &[OffsetRange]) -> bool {
@@ -301,7 +380,7 @@ impl Fence {
         let table = sql_table(cfg);
         let sql = format!(
             "UPDATE {table} SET expires_at = now() - INTERVAL 1 SECOND WHERE owner = {}",
-            literal(&self.owner)
+            literal(&self.owner.id)
         );
         match conn.execute_batch(&sql) {
             Ok(()) => tracing::info!(partitions = self.held.len(), "partition leases released"),
@@ -338,6 +417,16 @@ impl Fence {
     }
 }
 
+/// `_millpond_fence_<table>_<partition>`: the fence of one partition
+/// number (its rows say which topic: a new epoch shares it).
+fn fence_name(target: &str, partition: i32) -> String {
+    format!("_millpond_fence_{target}_{partition}")
+}
+
+fn fence_table(cfg: &DuckLakeConfig, partition: i32) -> String {
+    cfg.sql_name(&fence_name(&cfg.table, partition))
+}
+
 /// The lease table of `cfg`'s target table, as SQL names it.
 pub fn sql_table(cfg: &DuckLakeConfig) -> String {
     cfg.sql_name(&table_name(&cfg.table))
@@ -367,7 +456,10 @@ mod tests {
 
     #[test]
     fn leases_are_renewed_at_two_thirds_and_refused_for_commit_at_one_third() {
-        let mut f = Fence::new("pod-0".into(), Duration::from_secs(60));
+        let mut f = Fence::new(
+            LeaseOwner::new(Some("pod-0".into()), None),
+            Duration::from_secs(60),
+        );
         let r = [OffsetRange::new("t", 3, 0, 9)];
         assert!(!f.still_held(&r), "nothing held yet");
         f.held

@@ -13,6 +13,7 @@ mod dead_letters;
 mod dual_write;
 mod fence;
 pub mod lake_config;
+pub mod lease_owner;
 mod offsets;
 pub mod session;
 mod spool;
@@ -66,6 +67,10 @@ pub struct DuckLakeSink {
     /// Test hook (MILLPOND_FAILPOINT=pause_before_commit:<ms>): hold the
     /// write transaction open before COMMIT, to race another writer.
     pause_before_commit: Option<std::time::Duration>,
+    /// Test hook (MILLPOND_FAILPOINT=stall_in_commit:<ms>): stall after the
+    /// lease check, right before COMMIT, as a catalog connection that holds
+    /// its bytes would.
+    stall_in_commit: Option<std::time::Duration>,
     /// Test hook (MILLPOND_FAILPOINT=pause_before_publish:<ms>): hold a
     /// streamed flush between reading the table's columns and uploading
     /// (or listing) its files, to change the table behind its back.
@@ -141,6 +146,7 @@ impl DuckLakeSink {
             flushes: 0,
             fence: Fence::new(cfg_owner, cfg_lease),
             pause_before_commit: None,
+            stall_in_commit: None,
             pause_before_publish: None,
             uuid_rewrites: std::collections::HashSet::new(),
             commit_sent: false,
@@ -162,7 +168,8 @@ impl DuckLakeSink {
     }
 
     /// Installs the DuckLake test hooks MILLPOND_FAILPOINT may name:
-    /// `pause_before_commit:<ms>` (each write transaction),
+    /// `pause_before_commit:<ms>` (each write transaction, before its lease
+    /// check), `stall_in_commit:<ms>` (after it),
     /// `pause_before_publish:<ms>` (each attempt to register a streamed
     /// flush's files) and `pause_in_claim:<ms>` (each lease claim).
     pub fn with_failpoint(mut self, failpoint: Option<&str>) -> Self {
@@ -173,6 +180,7 @@ impl DuckLakeSink {
                 .map(std::time::Duration::from_millis)
         };
         self.pause_before_commit = pause("pause_before_commit:");
+        self.stall_in_commit = pause("stall_in_commit:");
         self.pause_before_publish = pause("pause_before_publish:");
         self.fence.pause_in_claim = pause("pause_in_claim:");
         self
@@ -387,6 +395,9 @@ impl DuckLakeSink {
         if let Some(s) = self.offsets.insert_sql(&flush.id, &flush.ranges) {
             tail.push(s);
         }
+        if self.cfg.partition_fence {
+            tail.extend(self.fence.write_sql(&self.cfg, &flush.ranges));
+        }
         let session = self.session.as_ref().expect("session open");
         let mut result = session.execute_raw(&head.join(";\n"));
         // One statement at a time: a failure here is the rows' own.
@@ -411,6 +422,10 @@ impl DuckLakeSink {
                     "partition lease too close to its end to commit; renewing it first",
                 ));
             }
+            if let Some(stall) = self.stall_in_commit {
+                tracing::warn!(flush_id = %flush.id, ms = stall.as_millis() as u64, "failpoint stall_in_commit");
+                std::thread::sleep(stall);
+            }
             self.commit_sent = true;
             result = session.execute_raw("COMMIT");
         }
@@ -418,7 +433,12 @@ impl DuckLakeSink {
             let _ = session.execute_raw("ROLLBACK");
             // The outcome may be unknown: read the offsets again next time.
             self.known.forget();
-            return Err(lake_error(&self.cfg.lake, &e));
+            let e = lake_error(&self.cfg.lake, &e);
+            if e.is_contention() {
+                // Maybe another owner's claim (the fence): claim again.
+                self.fence.forget(&flush.ranges);
+            }
+            return Err(e);
         }
         self.known.committed(&flush.ranges);
         let snapshot = session
