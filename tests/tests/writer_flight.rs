@@ -1766,3 +1766,66 @@ async fn a_dead_letter_reason_millpond_does_not_give_counts_as_other() {
         ["invalid_json", "made-up reason 1", "made-up reason 2"]
     );
 }
+
+/// In Kubernetes or in the image, the embedded lake by default (the
+/// container's own disk) is refused at startup, naming the settings to
+/// choose from; nothing is created. A lake folder given explicitly starts.
+#[test]
+fn the_default_embedded_lake_is_refused_in_a_container() {
+    let dir = tempfile::tempdir().unwrap();
+    for place in [
+        ("KUBERNETES_SERVICE_HOST", "10.0.0.1"),
+        ("MILLPOND_IMAGE", "writer-ducklake"),
+    ] {
+        let mut child =
+            std::process::Command::new(millpond_tests::process::binary("millpond-writer"))
+                .current_dir(dir.path())
+                .env_remove("DUCKLAKE_RDS_HOST")
+                .env_remove("MILLPOND_LAKE_DIR")
+                .env("DUCKLAKE_TABLE", "events")
+                .env("MILLPOND_WRITER_ADDR", "127.0.0.1:0")
+                .env("MILLPOND_WRITER_HTTP_PORT", "0")
+                .env(place.0, place.1)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if std::time::Instant::now() > until {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(
+            status.is_some_and(|s| !s.success()),
+            "{place:?}: the writer must refuse to start: {stderr}"
+        );
+        for name in ["DUCKLAKE_RDS_HOST", "MILLPOND_LAKE_DIR", place.0] {
+            assert!(stderr.contains(name), "{place:?} names {name}: {stderr}");
+        }
+        assert!(
+            !dir.path().join("millpond-lake").exists(),
+            "nothing is created in the container's disk"
+        );
+    }
+    let lake = dir.path().join("volume");
+    let w = Writer::start_env(
+        &[
+            ("DUCKLAKE_TABLE".into(), "events".into()),
+            ("MILLPOND_LAKE_DIR".into(), lake.display().to_string()),
+            ("KUBERNETES_SERVICE_HOST".into(), "10.0.0.1".into()),
+        ],
+        dir.path(),
+        &[],
+    );
+    w.stop();
+    assert!(lake.join("catalog.sqlite").exists());
+}

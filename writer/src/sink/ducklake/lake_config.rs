@@ -140,6 +140,7 @@ impl LakeConfig {
                 (None, String::new())
             }
             None => {
+                refuse_scratch_lake(r);
                 let dir = r.string_or("MILLPOND_LAKE_DIR", "./millpond-lake");
                 let catalog = embedded_catalog(r, &dir, catalog_type.as_deref());
                 let data = r.string_or("DUCKLAKE_DATA_PATH", &format!("{dir}/data/"));
@@ -250,6 +251,36 @@ impl LakeConfig {
 /// Without an explicit type, a path ending in `.ducklake`/`.duckdb`, or a
 /// lake folder that already holds an earlier version's `catalog.ducklake`,
 /// keeps the DuckDB-file format, so upgrading never starts an empty lake.
+/// The embedded lake by default (`./millpond-lake`) is for the demo and
+/// tests. In Kubernetes (`KUBERNETES_SERVICE_HOST`, set in every pod) or in
+/// a Millpond image (`MILLPOND_IMAGE`, set by the Dockerfile) that folder is
+/// the container's writable layer: the lake and its recorded offsets would
+/// vanish with the container while Kafka keeps the committed offsets. There
+/// the embedded lake must be asked for by its place: `MILLPOND_LAKE_DIR`, or
+/// both `DUCKLAKE_CATALOG_PATH` and `DUCKLAKE_DATA_PATH`.
+fn refuse_scratch_lake(r: &mut EnvReader<'_>) {
+    let placed = r.optional("MILLPOND_LAKE_DIR").is_some()
+        || (r.optional("DUCKLAKE_CATALOG_PATH").is_some()
+            && r.optional("DUCKLAKE_DATA_PATH").is_some());
+    let container = if r.optional("KUBERNETES_SERVICE_HOST").is_some() {
+        Some("in Kubernetes (KUBERNETES_SERVICE_HOST is set)".to_owned())
+    } else {
+        r.optional("MILLPOND_IMAGE")
+            .map(|image| format!("in the {image} image (MILLPOND_IMAGE)"))
+    };
+    if let (false, Some(container)) = (placed, container) {
+        r.errors.push(
+            "DUCKLAKE_RDS_HOST",
+            format!(
+                "is required {container}: without it the embedded lake goes to ./millpond-lake inside the \
+                 container and vanishes with it, while Kafka keeps the committed offsets. Set DUCKLAKE_RDS_HOST \
+                 (with the other DUCKLAKE_RDS_* settings) for the Postgres catalog, or MILLPOND_LAKE_DIR to a \
+                 persistent volume to keep an embedded lake"
+            ),
+        );
+    }
+}
+
 fn embedded_catalog(r: &mut EnvReader<'_>, dir: &str, kind: Option<&str>) -> Option<Catalog> {
     let explicit = match kind.map(str::to_ascii_lowercase).as_deref() {
         None => None,
@@ -368,6 +399,41 @@ mod tests {
             Ok(()) => Ok(cfg.unwrap()),
             Err(e) => Err(e.vars().into_iter().map(str::to_owned).collect()),
         }
+    }
+
+    #[test]
+    fn the_default_embedded_lake_is_refused_in_kubernetes_and_in_the_images() {
+        for place in [
+            ("KUBERNETES_SERVICE_HOST", "10.0.0.1"),
+            ("MILLPOND_IMAGE", "writer-ducklake"),
+        ] {
+            assert_eq!(
+                parse(&[place]).err(),
+                Some(vec!["DUCKLAKE_RDS_HOST".to_owned()]),
+                "{place:?}"
+            );
+            let dir = tempfile::tempdir().unwrap();
+            let lake = dir.path().to_str().unwrap();
+            assert!(parse(&[place, ("MILLPOND_LAKE_DIR", lake)]).is_ok());
+            let catalog = format!("{lake}/c.sqlite");
+            assert!(parse(&[
+                place,
+                ("DUCKLAKE_CATALOG_PATH", &catalog),
+                ("DUCKLAKE_DATA_PATH", lake)
+            ])
+            .is_ok());
+            let postgres = [
+                place,
+                ("DUCKLAKE_RDS_HOST", "db"),
+                ("DUCKLAKE_RDS_PASSWORD", "pw"),
+                ("DUCKLAKE_DATA_PATH", "/mnt/lake/data/"),
+            ];
+            assert!(parse(&postgres).is_ok(), "{:?}", parse(&postgres).err());
+        }
+        assert!(
+            parse(&[]).is_ok(),
+            "outside a container: the demo's default"
+        );
     }
 
     fn embedded(cfg: &LakeConfig) -> (PathBuf, EmbeddedFormat) {
