@@ -14,6 +14,7 @@ mod dual_write;
 mod fence;
 pub mod lake_config;
 mod offsets;
+mod pg_tls;
 pub mod session;
 mod spool;
 pub mod sql;
@@ -106,10 +107,11 @@ impl DuckLakeSink {
                 host,
                 port,
                 database,
+                tls,
                 ..
             } => tracing::info!(
                 host = %host, port, database = %database, data_path = %cfg.lake.data_path,
-                "DuckLake catalog in Postgres"
+                tls = %tls.describe(), "DuckLake catalog in Postgres"
             ),
         }
         let offsets = OffsetsTable {
