@@ -9,6 +9,7 @@ pub mod kafka;
 pub mod lake;
 pub mod lake_cli;
 pub mod nisshi;
+pub mod pg_cluster;
 pub mod process;
 pub mod promql;
 pub mod proxy;

@@ -51,6 +51,20 @@ impl TestCa {
             key: key.serialize_der(),
         }
     }
+
+    /// A server certificate for `names` (IP addresses or DNS names) signed
+    /// by this CA, and its key, both PEM: for servers that read files.
+    pub fn server_pem(&self, names: &[&str]) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names.clone()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, &names[0]);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params.signed_by(&key, &*self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
 }
 
 /// Terminates TLS on a free port of 127.0.0.1 and forwards the plaintext

@@ -5,7 +5,7 @@ use millpond_shared::retry::Ladder;
 use super::session::Session;
 use super::sql::literal;
 
-use super::lake_config::{Catalog, LakeConfig};
+use super::lake_config::{Catalog, LakeConfig, RootCert, SslMode};
 use crate::sink::SinkError;
 
 /// The extension list, shared with scripts/setup-extensions.sh.
@@ -39,6 +39,63 @@ fn setup_hint(conn: &Connection, dir: &str) -> String {
 /// A libpq keyword value, quoted so spaces, quotes and backslashes survive.
 fn libpq_value(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// The libpq connection string of a Postgres catalog, every value quoted.
+fn postgres_conninfo(catalog: &Catalog) -> String {
+    let Catalog::Postgres {
+        host,
+        port,
+        database,
+        username,
+        password,
+        tls,
+    } = catalog
+    else {
+        unreachable!("only a Postgres catalog has a connection string")
+    };
+    let mut out = format!(
+        "host={} port={port} dbname={} user={} password={} sslmode={}",
+        libpq_value(host),
+        libpq_value(database),
+        libpq_value(username),
+        libpq_value(password.expose()),
+        tls.mode.as_str(),
+    );
+    match &tls.root_cert {
+        Some(RootCert::File(path)) => {
+            out.push_str(" sslrootcert=");
+            out.push_str(&libpq_value(&path.to_string_lossy()));
+        }
+        Some(RootCert::System) => out.push_str(" sslrootcert=system"),
+        None => {}
+    }
+    out
+}
+
+/// What an operator checks when the Postgres catalog cannot be reached:
+/// the TLS settings in force, and, when libpq refused the server's
+/// certificate, which setting decides it.
+fn tls_hint(catalog: &Catalog, msg: &str) -> String {
+    let Catalog::Postgres { host, tls, .. } = catalog else {
+        return String::new();
+    };
+    let lower = msg.to_ascii_lowercase();
+    let refused = ["certificate", "ssl error", "does not support ssl"]
+        .iter()
+        .any(|w| lower.contains(w));
+    let fix = match (refused, tls.mode) {
+        (false, _) => String::new(),
+        (true, SslMode::VerifyFull) => format!(
+            ": the catalog server's certificate must be signed by a CA in DUCKLAKE_RDS_SSLROOTCERT and name DUCKLAKE_RDS_HOST ({host})"
+        ),
+        (true, SslMode::VerifyCa) => {
+            ": the catalog server's certificate must be signed by a CA in DUCKLAKE_RDS_SSLROOTCERT"
+                .to_owned()
+        }
+        (true, _) => ": check DUCKLAKE_RDS_SSLMODE against the server's TLS setup".to_owned(),
+    };
+    format!(" (Postgres catalog TLS: {}{fix})", tls.describe())
 }
 
 /// Masks the value after every `password=` (quoted or not).
@@ -167,19 +224,9 @@ fn attach(cfg: &LakeConfig, conn: &Connection) -> Result<(), SinkError> {
             }
             format.attach_target(path)
         }
-        Catalog::Postgres {
-            host,
-            port,
-            database,
-            username,
-            password,
-        } => format!(
-            "ducklake:postgres:host={} port={port} dbname={} user={} password={} sslmode=prefer",
-            libpq_value(host),
-            libpq_value(database),
-            libpq_value(username),
-            libpq_value(password.expose()),
-        ),
+        Catalog::Postgres { .. } => {
+            format!("ducklake:postgres:{}", postgres_conninfo(&cfg.catalog))
+        }
     };
     let sql = format!(
         "ATTACH IF NOT EXISTS {} AS lake (DATA_PATH {})",
@@ -199,7 +246,8 @@ fn attach(cfg: &LakeConfig, conn: &Connection) -> Result<(), SinkError> {
             Some(delay) => std::thread::sleep(delay),
             None => {
                 return Err(SinkError::transient(format!(
-                    "attach DuckLake catalog failed: {msg}"
+                    "attach DuckLake catalog failed: {msg}{}",
+                    tls_hint(&cfg.catalog, &msg)
                 )))
             }
         }
@@ -217,7 +265,66 @@ const ATTACH_RACE: Ladder = Ladder {
 
 #[cfg(test)]
 mod tests {
-    use super::{extensions, mask_passwords};
+    use super::{extensions, mask_passwords, postgres_conninfo, tls_hint};
+    use crate::sink::ducklake::lake_config::{Catalog, PgTls, RootCert, SslMode};
+    use millpond_shared::config::Secret;
+
+    fn postgres(password: &str, mode: SslMode, root_cert: Option<RootCert>) -> Catalog {
+        Catalog::Postgres {
+            host: "db.internal".into(),
+            port: 5433,
+            database: "lake db".into(),
+            username: "o'brien".into(),
+            password: Secret::new(password),
+            tls: PgTls { mode, root_cert },
+        }
+    }
+
+    #[test]
+    fn the_conninfo_quotes_every_value_and_carries_the_tls_settings() {
+        assert_eq!(
+            postgres_conninfo(&postgres("pw", SslMode::Prefer, None)),
+            "host='db.internal' port=5433 dbname='lake db' user='o\\'brien' password='pw' sslmode=prefer"
+        );
+        let file = RootCert::File(r"/certs/rds ca's\bundle.pem".into());
+        assert_eq!(
+            postgres_conninfo(&postgres("p w", SslMode::VerifyFull, Some(file))),
+            "host='db.internal' port=5433 dbname='lake db' user='o\\'brien' password='p w' \
+             sslmode=verify-full sslrootcert='/certs/rds ca\\'s\\\\bundle.pem'"
+        );
+        assert!(
+            postgres_conninfo(&postgres("pw", SslMode::VerifyFull, Some(RootCert::System)))
+                .ends_with(" sslmode=verify-full sslrootcert=system")
+        );
+        assert!(postgres_conninfo(&postgres("pw", SslMode::Disable, None))
+            .ends_with(" sslmode=disable"));
+    }
+
+    #[test]
+    fn a_refused_certificate_names_the_tls_settings() {
+        let root = Some(RootCert::File("/etc/rds/ca.pem".into()));
+        let catalog = postgres("pw", SslMode::VerifyFull, root);
+        let hint = tls_hint(
+            &catalog,
+            "IO Error: Unable to connect to Postgres at \"host=... password=***\": SSL error: certificate verify failed",
+        );
+        assert_eq!(
+            hint,
+            " (Postgres catalog TLS: DUCKLAKE_RDS_SSLMODE=verify-full, DUCKLAKE_RDS_SSLROOTCERT=/etc/rds/ca.pem: \
+             the catalog server's certificate must be signed by a CA in DUCKLAKE_RDS_SSLROOTCERT and name DUCKLAKE_RDS_HOST (db.internal))"
+        );
+        // Another failure says the settings in force, and no fix.
+        assert_eq!(
+            tls_hint(&catalog, "FATAL: password authentication failed for user"),
+            " (Postgres catalog TLS: DUCKLAKE_RDS_SSLMODE=verify-full, DUCKLAKE_RDS_SSLROOTCERT=/etc/rds/ca.pem)"
+        );
+        let require = postgres("pw", SslMode::Require, None);
+        assert!(tls_hint(
+            &require,
+            "server does not support SSL, but SSL was required"
+        )
+        .ends_with(": check DUCKLAKE_RDS_SSLMODE against the server's TLS setup)"));
+    }
 
     /// A real session on an embedded lake runs with the configured threads.
     #[test]

@@ -1,11 +1,14 @@
 //! Where the lake is and how a DuckDB session reaches it: the catalog
-//! (DUCKLAKE_RDS_*, MILLPOND_LAKE_DIR, DUCKLAKE_CATALOG_*), the data path,
-//! DUCKDB_S3_* and the DuckDB session settings. The writer's sink and the
+//! (DUCKLAKE_RDS_*, their TLS part in pg_tls.rs; MILLPOND_LAKE_DIR,
+//! DUCKLAKE_CATALOG_*), the data path, DUCKDB_S3_* and the DuckDB session
+//! settings. The writer's sink and the
 //! `millpond-lake` maintenance tool both parse and open the lake through
 //! this one module.
 use std::path::{Path, PathBuf};
 
 use millpond_shared::config::{EnvReader, Secret};
+
+pub use super::pg_tls::{PgTls, RootCert, SslMode};
 
 /// Where the DuckLake catalog lives.
 #[derive(Debug, Clone)]
@@ -22,6 +25,8 @@ pub enum Catalog {
         database: String,
         username: String,
         password: Secret,
+        /// DUCKLAKE_RDS_SSLMODE and DUCKLAKE_RDS_SSLROOTCERT.
+        tls: PgTls,
     },
 }
 
@@ -158,13 +163,15 @@ impl LakeConfig {
                 let database = r.string_or("DUCKLAKE_RDS_DATABASE", "ducklake");
                 let username = r.string_or("DUCKLAKE_RDS_USERNAME", "ducklake");
                 let password = r.required_secret("DUCKLAKE_RDS_PASSWORD");
+                let tls = PgTls::parse(r);
                 let data = r.required("DUCKLAKE_DATA_PATH").unwrap_or_default();
-                let catalog = password.map(|password| Catalog::Postgres {
+                let catalog = password.zip(tls).map(|(password, tls)| Catalog::Postgres {
                     host,
                     port,
                     database,
                     username,
                     password,
+                    tls,
                 });
                 (catalog, data)
             }
@@ -544,6 +551,28 @@ mod tests {
     fn embedded_catalog_refuses_remote_data() {
         let errs = parse(&[("DUCKLAKE_DATA_PATH", "s3://b/x/")]).unwrap_err();
         assert!(errs.contains(&"DUCKLAKE_RDS_HOST".to_owned()), "{errs:?}");
+    }
+
+    #[test]
+    fn postgres_tls_is_read_and_its_errors_reported_with_the_others() {
+        let pg = [
+            ("DUCKLAKE_RDS_HOST", "db"),
+            ("DUCKLAKE_RDS_PASSWORD", "pw"),
+            ("DUCKLAKE_DATA_PATH", "/tmp/x/"),
+        ];
+        let Catalog::Postgres { tls, .. } = parse(&pg).unwrap().catalog else {
+            panic!("not Postgres")
+        };
+        assert_eq!((tls.mode, tls.root_cert), (SslMode::Prefer, None));
+        let errs = parse(&[
+            ("DUCKLAKE_RDS_HOST", "db"),
+            ("DUCKLAKE_DATA_PATH", "/tmp/x/"),
+            ("DUCKLAKE_RDS_SSLMODE", "verify-full"),
+        ])
+        .unwrap_err();
+        assert_eq!(errs, ["DUCKLAKE_RDS_PASSWORD", "DUCKLAKE_RDS_SSLROOTCERT"]);
+        let errs = parse(&[pg[0], pg[1], pg[2], ("DUCKLAKE_RDS_SSLMODE", "strict")]).unwrap_err();
+        assert_eq!(errs, ["DUCKLAKE_RDS_SSLMODE"]);
     }
 
     #[test]

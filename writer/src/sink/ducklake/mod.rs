@@ -15,6 +15,7 @@ mod fence;
 pub mod lake_config;
 pub mod lease_owner;
 mod offsets;
+mod pg_tls;
 pub mod session;
 mod spool;
 pub mod sql;
@@ -111,10 +112,11 @@ impl DuckLakeSink {
                 host,
                 port,
                 database,
+                tls,
                 ..
             } => tracing::info!(
                 host = %host, port, database = %database, data_path = %cfg.lake.data_path,
-                "DuckLake catalog in Postgres"
+                tls = %tls.describe(), "DuckLake catalog in Postgres"
             ),
         }
         let offsets = OffsetsTable {
