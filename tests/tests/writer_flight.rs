@@ -1829,3 +1829,35 @@ fn the_default_embedded_lake_is_refused_in_a_container() {
     w.stop();
     assert!(lake.join("catalog.sqlite").exists());
 }
+
+/// A DoPut past MILLPOND_WRITER_MAX_FLUSH_BYTES is refused as it arrives
+/// with RESOURCE_EXHAUSTED, permanent and named: nothing is written, no
+/// offset recorded, and the writer goes on serving flushes within the bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_past_the_size_bound_is_refused_with_resource_exhausted() {
+    use prost::Message;
+    let lake = Lake::new(Backend::Embedded, "events");
+    let w = Writer::start_with(&lake, &[("MILLPOND_WRITER_MAX_FLUSH_BYTES", "4MiB")]);
+    let mut c = client(&w.addr).await;
+    let big: Vec<_> = (0..10).map(|i| rows(i * 50_000, 50_000)).collect();
+    let d = descriptor(
+        "big",
+        vec![OffsetRange::new("events", 0, 0, 499_999)],
+        500_000,
+    );
+    let e = put(&mut c, &d, big).await.expect_err("over the bound");
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+    assert!(
+        e.message().contains("MILLPOND_WRITER_MAX_FLUSH_BYTES"),
+        "{e:?}"
+    );
+    let details = millpond_proto::WriteError::decode(e.details()).unwrap();
+    assert_eq!(details.kind(), millpond_proto::ErrorKind::Permanent);
+    assert_eq!(details.error_type, "flush_too_large");
+
+    let d = descriptor("small", vec![OffsetRange::new("events", 0, 0, 999)], 1000);
+    let ack = put(&mut c, &d, vec![rows(0, 1000)]).await.unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    w.stop();
+    assert_eq!(lake.count(), 1000, "nothing of the refused flush");
+}

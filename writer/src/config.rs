@@ -38,12 +38,19 @@ impl Destination {
     }
 }
 
+/// MILLPOND_WRITER_MAX_FLUSH_BYTES by default: 1 GiB, ten times ingest's
+/// default FLUSH_SIZE (a flush passes FLUSH_SIZE by at most one batch).
+pub const DEFAULT_MAX_FLUSH_BYTES: u64 = 1 << 30;
+
 #[derive(Debug, Clone)]
 pub struct WriterConfig {
     pub common: CommonConfig,
     /// Flight listen address; loopback by default (the pod's sidecar link).
     pub addr: SocketAddr,
     pub max_message_bytes: usize,
+    /// Most Arrow bytes one DoPut (a whole flush) may carry
+    /// (MILLPOND_WRITER_MAX_FLUSH_BYTES); beyond, RESOURCE_EXHAUSTED.
+    pub max_flush_bytes: u64,
     pub sink: Destination,
     /// Test hook (MILLPOND_FAILPOINT): `kill_after_commit` makes the process
     /// abort itself (like a SIGKILL) after the lake commit and before the acknowledgement;
@@ -99,6 +106,24 @@ impl WriterConfig {
                 }
             },
         );
+        let max_flush = r.string_or("MILLPOND_WRITER_MAX_FLUSH_BYTES", "1GiB");
+        let max_flush_bytes = match parse_size::parse_size(&max_flush) {
+            Ok(b) if b >= 4 << 20 => b,
+            Ok(_) => {
+                r.errors.push(
+                    "MILLPOND_WRITER_MAX_FLUSH_BYTES",
+                    format!("must be at least 4MiB (got {max_flush:?})"),
+                );
+                DEFAULT_MAX_FLUSH_BYTES
+            }
+            Err(e) => {
+                r.errors.push(
+                    "MILLPOND_WRITER_MAX_FLUSH_BYTES",
+                    format!("must be a size like 1GiB (got {max_flush:?}: {e})"),
+                );
+                DEFAULT_MAX_FLUSH_BYTES
+            }
+        };
         let sink = if destination == "hoglake" {
             HoglakeConfig::parse(&mut r).map(|c| Destination::Hoglake(Box::new(c)))
         } else {
@@ -115,6 +140,7 @@ impl WriterConfig {
             common,
             addr,
             max_message_bytes,
+            max_flush_bytes,
             sink: sink.expect("no errors means the sink config parsed"),
             failpoint,
             shutdown_grace,

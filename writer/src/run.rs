@@ -32,7 +32,8 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
     let (stop_tx, stop_rx) = watch::channel(false);
     let service = WriterService::new(sink.clone(), metrics, health.clone(), fatal_tx)
-        .with_failpoint(cfg.failpoint.clone());
+        .with_failpoint(cfg.failpoint.clone())
+        .with_max_flush_bytes(cfg.max_flush_bytes);
     let activity = service.activity();
     let mut stop = stop_rx.clone();
     let server = serve(cfg.addr, service, cfg.max_message_bytes, async move {

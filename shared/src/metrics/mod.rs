@@ -45,6 +45,9 @@ pub mod error_type {
     /// recorded under another cut (another owner wrote them at a
     /// handover); ingest sends what is not recorded yet.
     pub const OFFSETS_OVERLAP: &str = "offsets_overlap";
+    /// A DoPut refused because it carried more than
+    /// MILLPOND_WRITER_MAX_FLUSH_BYTES (RESOURCE_EXHAUSTED, permanent).
+    pub const FLUSH_TOO_LARGE: &str = "flush_too_large";
 }
 
 /// Labels of `millpond_flushes_sent_whole_total{reason}`: why ingest held a

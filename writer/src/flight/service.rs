@@ -34,6 +34,8 @@ pub struct WriterService {
     fatal: watch::Sender<Option<String>>,
     failpoint: Option<String>,
     activity: Arc<Activity>,
+    /// Most Arrow IPC bytes one DoPut may carry (a whole flush).
+    max_flush_bytes: u64,
 }
 
 /// DoPut activity and the pod's ingest, so a stopping writer can wait for
@@ -122,7 +124,14 @@ impl WriterService {
             fatal,
             failpoint: None,
             activity: Arc::default(),
+            max_flush_bytes: crate::config::DEFAULT_MAX_FLUSH_BYTES,
         }
+    }
+
+    /// Bounds each DoPut (MILLPOND_WRITER_MAX_FLUSH_BYTES).
+    pub fn with_max_flush_bytes(mut self, max: u64) -> Self {
+        self.max_flush_bytes = max;
+        self
     }
 
     /// Shared view of DoPut activity (for graceful shutdown).
@@ -334,9 +343,17 @@ impl WriterService {
         let streamed = head.trailer;
         let all = stream::once(async { Ok(first) })
             .chain(stream.map_err(|s| FlightError::Tonic(Box::new(s))))
-            .inspect_ok(move |fd: &FlightData| {
-                let n = (fd.data_header.len() + fd.data_body.len()) as u64;
-                counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            .and_then({
+                let (limit, flush_id) = (self.max_flush_bytes, head.flush_id.clone());
+                move |fd: FlightData| {
+                    let n = (fd.data_header.len() + fd.data_body.len()) as u64;
+                    let total = counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+                    futures::future::ready(if total > limit {
+                        Err(FlightError::Tonic(Box::new(too_large(&flush_id, limit))))
+                    } else {
+                        Ok(fd)
+                    })
+                }
             })
             .and_then(move |fd: FlightData| {
                 let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -509,6 +526,26 @@ impl Drop for Taken {
             Err(_) => end(),
         }
     }
+}
+
+/// A DoPut past MILLPOND_WRITER_MAX_FLUSH_BYTES: refused as it arrives,
+/// nothing written; permanent (the same flush is as large again).
+fn too_large(flush_id: &str, limit: u64) -> Status {
+    let message = format!(
+        "flush {flush_id} carries more than MILLPOND_WRITER_MAX_FLUSH_BYTES ({limit} bytes of Arrow data); \
+         nothing was written. Raise MILLPOND_WRITER_MAX_FLUSH_BYTES on the writer or lower FLUSH_SIZE on ingest"
+    );
+    let details = WriteError {
+        kind: ErrorKind::Permanent as i32,
+        error_type: error_type::FLUSH_TOO_LARGE.to_owned(),
+        message: message.clone(),
+        flush_id: flush_id.to_owned(),
+    };
+    Status::with_details(
+        Code::ResourceExhausted,
+        message,
+        details.encode_to_vec().into(),
+    )
 }
 
 fn flight_to_status(e: FlightError) -> Status {
