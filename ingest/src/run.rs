@@ -35,7 +35,8 @@ pub fn main() -> ExitCode {
 
 async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
-    let metrics = IngestMetrics::new(&registry);
+    let metrics =
+        IngestMetrics::new(&registry).with_matched_values_cap(cfg.stages.matched_values_cap);
     let health = Arc::new(IngestHealth::default());
     let http =
         millpond_shared::http::serve(cfg.common.http_addr(), registry.clone(), health.clone())

@@ -1,6 +1,7 @@
 //! The dynamic allowlist source against a real HTTP endpoint (Python's
 //! http.server on 127.0.0.1, serving a file the test rewrites): both modes,
-//! with the endpoint changing membership, failing, and serving an empty list.
+//! with the endpoint changing membership, failing, serving an empty list or
+//! more than the body cap; the URL's secrets kept out of the logs.
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -17,6 +18,7 @@ const TOPIC: &str = "events";
 
 struct Endpoint {
     child: Child,
+    port: u16,
     url: String,
 }
 
@@ -41,7 +43,7 @@ impl Endpoint {
         eventually(Duration::from_secs(10), "endpoint up", || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
-        Endpoint { child, url }
+        Endpoint { child, port, url }
     }
 }
 
@@ -235,4 +237,166 @@ fn shadow_source_is_only_observed() {
         lake.column_text("count(*) FILTER (WHERE team_id <> 1)"),
         vec![Some("0".into())]
     );
+}
+
+/// A response over MILLPOND_INCLUDE_VALUES_MAX_BODY_BYTES is a failed poll:
+/// the last good set stays, never the body cut at the cap nor the body
+/// applied whole. Also: with MILLPOND_FILTER_MATCHED_MAX_VALUES=1 the second
+/// matched value counts under `_other`, and the counts add up.
+#[test]
+fn an_oversized_response_fails_the_poll_and_keeps_the_last_good_set() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(TOPIC, 1, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    let lake = Lake::new(Backend::Embedded, "events");
+    let dir = lake.dir.path().join("www");
+    std::fs::create_dir_all(&dir).unwrap();
+    serve(&dir, Some("[0]"));
+    let endpoint = Endpoint::start(&dir);
+    produce_events(&bs, TOPIC, 1, 0, 300);
+    let w = Writer::start(&lake);
+    let mut o = opts(&bs, &w.addr, &endpoint.url, "authoritative");
+    o.extra
+        .push(("MILLPOND_INCLUDE_VALUES_MAX_BODY_BYTES", "64".into()));
+    o.extra
+        .push(("MILLPOND_FILTER_MATCHED_MAX_VALUES", "1".into()));
+    let ingest = Ingest::start(&o, lake.dir.path());
+    let m = |name: &str, labels: &[(&str, &str)]| ingest.metric(name, labels);
+    eventually(Duration::from_secs(60), "300 committed", || {
+        total_committed(&bs, 1) == 300
+    });
+    assert_eq!(m("millpond_include_values_size", &[]), 2.0);
+    // Teams 0 and 1 kept, 100 each: one has its own series, one is _other.
+    assert_eq!(w.metric("millpond_records_written_total", &[]), 200.0);
+    assert_eq!(m("millpond_filter_matched_total", &[]), 200.0);
+    assert_eq!(
+        m("millpond_filter_matched_total", &[("value", "_other")]),
+        100.0
+    );
+
+    // Valid JSON adding team 2, 100 bytes: over the 64-byte cap.
+    let big = format!("[0, 2{}]", " ".repeat(94));
+    assert_eq!(big.len(), 100);
+    serve(&dir, Some(&big));
+    let failed = m("millpond_include_values_poll_failures_total", &[]);
+    eventually(Duration::from_secs(20), "two failed polls", || {
+        m("millpond_include_values_poll_failures_total", &[]) >= failed + 2.0
+    });
+    assert_eq!(m("millpond_include_values_size", &[]), 2.0);
+    assert_eq!(
+        m(
+            "millpond_include_values_changes_total",
+            &[("action", "added")]
+        ),
+        1.0
+    );
+    let logs = ingest.proc.logs();
+    assert!(
+        logs.contains("MILLPOND_INCLUDE_VALUES_MAX_BODY_BYTES (64 bytes)"),
+        "{logs}"
+    );
+    // Team 2 is still excluded.
+    produce_events(&bs, TOPIC, 1, 300, 300);
+    eventually(Duration::from_secs(60), "600 committed", || {
+        total_committed(&bs, 1) == 600
+    });
+    assert_eq!(w.metric("millpond_records_written_total", &[]), 400.0);
+    assert_eq!(m("millpond_filter_matched_total", &[]), 400.0);
+    ingest.stop();
+    w.stop();
+    assert_eq!(
+        lake.column_text("count(*) FILTER (WHERE team_id = 2)"),
+        vec![Some("0".into())]
+    );
+}
+
+/// The URL's userinfo and query and the auth token never reach the logs,
+/// whether the poll succeeds, fails on a status or fails to connect (the
+/// error a client library words with the URL); the masked URL does.
+#[test]
+fn the_urls_secrets_never_reach_the_logs() {
+    const SECRETS: [&str; 3] = ["pa55-w0rd-url", "q-t0ken-url", "h-t0ken-header"];
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(TOPIC, 1, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    let lake = Lake::new(Backend::Embedded, "events");
+    let dir = lake.dir.path().join("www");
+    std::fs::create_dir_all(&dir).unwrap();
+    serve(&dir, Some("[0]"));
+    let mut endpoint = Endpoint::start(&dir);
+    let url = format!(
+        "http://svc:pa55-w0rd-url@127.0.0.1:{}/allow.json?token=q-t0ken-url",
+        endpoint.port
+    );
+    let w = Writer::start(&lake);
+    let mut o = opts(&bs, &w.addr, &url, "authoritative");
+    o.extra.extend([
+        ("MILLPOND_INCLUDE_VALUES_AUTH_HEADER_NAME", "X-Token".into()),
+        (
+            "MILLPOND_INCLUDE_VALUES_AUTH_TOKEN",
+            "h-t0ken-header".into(),
+        ),
+        ("MILLPOND_INCLUDE_VALUES_ALLOW_HTTP_AUTH", "true".into()),
+        ("LOG_LEVEL", "debug".into()),
+    ]);
+    let ingest = Ingest::start(&o, lake.dir.path());
+    let m = |name: &str| ingest.metric(name, &[]);
+    eventually(Duration::from_secs(60), "a successful poll", || {
+        m("millpond_include_values_size") == 2.0
+    });
+    serve(&dir, None);
+    eventually(Duration::from_secs(20), "a failed poll", || {
+        m("millpond_include_values_poll_failures_total") >= 1.0
+    });
+    let _ = endpoint.child.kill();
+    let _ = endpoint.child.wait();
+    let failed = m("millpond_include_values_poll_failures_total");
+    eventually(Duration::from_secs(20), "a refused connection", || {
+        m("millpond_include_values_poll_failures_total") >= failed + 1.0
+    });
+    ingest.stop();
+    w.stop();
+    let logs = std::fs::read_dir(lake.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect::<String>();
+    for s in SECRETS {
+        assert!(!logs.contains(s), "{s} in the logs:\n{logs}");
+    }
+    let masked = format!("http://***@127.0.0.1:{}/allow.json?***", endpoint.port);
+    assert!(logs.contains(&masked), "{masked} not in the logs:\n{logs}");
+    assert!(logs.contains("HTTP 404"), "{logs}");
+    assert!(logs.contains("onnect"), "no connection error in:\n{logs}");
+}
+
+/// An auth token over plain http:// is refused at startup, naming the URL
+/// and the variable that would allow it, without echoing the token.
+#[test]
+fn an_auth_token_over_plain_http_is_refused_at_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(
+        "127.0.0.1:9",
+        "http://127.0.0.1:9",
+        "http://allow.internal/teams",
+        "shadow",
+    );
+    o.extra.extend([
+        ("MILLPOND_INCLUDE_VALUES_AUTH_HEADER_NAME", "X-Token".into()),
+        (
+            "MILLPOND_INCLUDE_VALUES_AUTH_TOKEN",
+            "h-t0ken-header".into(),
+        ),
+    ]);
+    let mut ingest = Ingest::start(&o, dir.path());
+    let status = ingest.proc.wait_exit(Duration::from_secs(30));
+    let logs = ingest.proc.logs();
+    assert!(!status.success(), "{logs}");
+    assert!(
+        logs.contains("MILLPOND_INCLUDE_VALUES_URL")
+            && logs.contains("MILLPOND_INCLUDE_VALUES_ALLOW_HTTP_AUTH"),
+        "{logs}"
+    );
+    assert!(!logs.contains("h-t0ken-header"), "{logs}");
 }

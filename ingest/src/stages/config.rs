@@ -5,6 +5,7 @@ use millpond_shared::config::{is_safe_identifier, EnvReader, DEFAULT_MAX_COLUMNS
 use super::coerce::{Coercion, PinType};
 use super::filter::{Filter, Values};
 use crate::buffer::Limits;
+use millpond_shared::metrics::matched::DEFAULT_MAX_VALUES as DEFAULT_MATCHED_VALUES;
 
 /// Default of MILLPOND_MAX_RECORD_BYTES: 16 MiB, above Kafka's usual message
 /// limits; a larger message is a dead letter, not a row.
@@ -24,6 +25,9 @@ pub struct StageConfig {
     pub drop: Option<Filter>,
     /// MILLPOND_INCLUDE_VALUES_*: the dynamic allowlist source.
     pub include: Option<super::include::IncludeConfig>,
+    /// MILLPOND_FILTER_MATCHED_MAX_VALUES: allowlist values with a
+    /// `filter_matched_total` series of their own; the rest count as `_other`.
+    pub matched_values_cap: usize,
 }
 
 impl Default for StageConfig {
@@ -38,6 +42,7 @@ impl Default for StageConfig {
             keep: None,
             drop: None,
             include: None,
+            matched_values_cap: DEFAULT_MATCHED_VALUES,
         }
     }
 }
@@ -64,6 +69,11 @@ impl StageConfig {
         uuid_values(r, &coercion, keep.as_ref(), "MILLPOND_FILTER_VALUES");
         uuid_values(r, &coercion, drop.as_ref(), "MILLPOND_FILTER_DROP_VALUES");
         let include = super::include::config::from_env(r, keep.is_some());
+        let matched_values_cap = r.parse_or(
+            "MILLPOND_FILTER_MATCHED_MAX_VALUES",
+            DEFAULT_MATCHED_VALUES,
+            |_| Ok(()),
+        );
         StageConfig {
             limits: Limits {
                 max_columns,
@@ -74,6 +84,7 @@ impl StageConfig {
             keep,
             drop,
             include,
+            matched_values_cap,
         }
     }
 }

@@ -3,6 +3,7 @@ use prometheus::{
     Opts, Registry,
 };
 
+use super::matched::{MatchedValues, DEFAULT_MAX_VALUES};
 use super::register;
 
 /// Series the ingest process owns.
@@ -12,7 +13,8 @@ pub struct IngestMetrics {
     pub records_skipped: IntCounterVec,
     pub tombstones: IntCounter,
     pub sort_skipped: IntCounterVec,
-    pub filter_matched: IntCounterVec,
+    /// Per matched value, a bounded label set.
+    pub filter_matched: MatchedValues,
     pub columns_coerced: IntCounterVec,
     pub batches_flushed: IntCounterVec,
     /// Flushes held and sent whole instead of streamed, by reason.
@@ -49,6 +51,13 @@ fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
 }
 
 impl IngestMetrics {
+    /// MILLPOND_FILTER_MATCHED_MAX_VALUES: how many allowlist values get a
+    /// `filter_matched_total` series of their own.
+    pub fn with_matched_values_cap(mut self, cap: usize) -> Self {
+        self.filter_matched = self.filter_matched.with_cap(cap);
+        self
+    }
+
     pub fn new(registry: &Registry) -> Self {
         IngestMetrics {
             records_consumed: counter_vec(
@@ -77,11 +86,14 @@ impl IngestMetrics {
                 "Pinned columns whose every value converted, once per column per batch",
                 "target_type",
             ),
-            filter_matched: counter_vec(
-                registry,
-                "filter_matched_total",
-                "Records kept by the allowlist, per matched value",
-                "value",
+            filter_matched: MatchedValues::new(
+                counter_vec(
+                    registry,
+                    "filter_matched_total",
+                    "Records kept by the allowlist, per matched value (values past MILLPOND_FILTER_MATCHED_MAX_VALUES as _other)",
+                    "value",
+                ),
+                DEFAULT_MAX_VALUES,
             ),
             sort_skipped: counter_vec(
                 registry,

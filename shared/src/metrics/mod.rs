@@ -6,11 +6,13 @@
 mod include;
 mod ingest;
 mod lake;
+pub mod matched;
 mod writer;
 
 pub use include::IncludeMetrics;
 pub use ingest::IngestMetrics;
 pub use lake::LakeMetrics;
+pub use matched::MatchedValues;
 pub use writer::WriterMetrics;
 
 use std::collections::HashMap;

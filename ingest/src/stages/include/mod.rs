@@ -4,14 +4,17 @@
 //! filter admits the set's values (pins included); in shadow mode the
 //! static list applies and the set is only observed through gauges.
 pub mod config;
+mod fetch;
 mod poll;
 pub mod set;
+mod url;
 
 use std::sync::{Arc, RwLock};
 
 pub use config::{IncludeConfig, Mode};
 pub use poll::{start, Source};
 pub use set::{IncludeSet, Value};
+pub use url::SecretUrl;
 
 use crate::stages::filter::Values;
 

@@ -1,7 +1,7 @@
-//! The poller thread: fetch, parse, apply under the safety rules, publish
+//! The poller thread: fetch, apply under the safety rules, publish
 //! (authoritative) and export gauges. Interval jittered +-10%; each request
-//! bounded by its timeout; redirects refused, so the auth header never
-//! leaves the configured host.
+//! bounded by its timeout and its body by its cap; redirects refused, so the
+//! auth header never leaves the configured host.
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -39,7 +39,7 @@ pub fn start(
     let set = IncludeSet::new(pins, cfg.removal_polls);
     metrics.mode.with_label_values(&[cfg.mode.label()]).set(1);
     metrics.pinned.set(set.pins().len() as i64);
-    tracing::info!(url = %cfg.url, mode = cfg.mode.label(),
+    tracing::info!(url = %cfg.url, mode = cfg.mode.label(), max_body_bytes = cfg.max_body_bytes,
         pins = ?set.pins().iter().map(|v| v.label()).collect::<Vec<_>>(), "dynamic allowlist source");
     let (first_tx, first_rx) = mpsc::channel();
     let mut poller = Poller {
@@ -85,7 +85,7 @@ struct Poller {
 impl Poller {
     fn run(&mut self) {
         loop {
-            match self.fetch() {
+            match super::fetch::fetch(&self.client, &self.cfg) {
                 Ok(values) => self.apply(values),
                 Err(e) => {
                     self.metrics.poll_failures.inc();
@@ -95,37 +95,6 @@ impl Poller {
             let jitter = rand::rng().random_range(0.9..1.1);
             std::thread::sleep(self.cfg.poll_interval.mul_f64(jitter));
         }
-    }
-
-    fn fetch(&self) -> anyhow::Result<Vec<Value>> {
-        let mut req = self.client.get(&self.cfg.url);
-        if let Some((name, token)) = &self.cfg.auth {
-            req = req.header(name.as_str(), token.expose());
-        }
-        let resp = req
-            .send()
-            .map_err(|e| anyhow::anyhow!("{}", without_url(&e)))?;
-        let status = resp.status();
-        if !status.is_success() {
-            anyhow::bail!("HTTP {status}");
-        }
-        let body: serde_json::Value = resp
-            .json()
-            .map_err(|e| anyhow::anyhow!("not JSON: {}", without_url(&e)))?;
-        let serde_json::Value::Array(items) = body else {
-            anyhow::bail!("not a JSON array");
-        };
-        items
-            .into_iter()
-            .map(|v| match v {
-                serde_json::Value::Number(n) => n
-                    .as_i64()
-                    .map(Value::Int)
-                    .ok_or_else(|| anyhow::anyhow!("{n} is not an integer")),
-                serde_json::Value::String(s) => Ok(Value::Text(s)),
-                other => anyhow::bail!("{other} is not a scalar"),
-            })
-            .collect()
     }
 
     fn apply(&mut self, values: Vec<Value>) {
@@ -189,13 +158,4 @@ fn to_values(set: &std::collections::BTreeSet<Value>) -> Values {
     } else {
         Values::Text(set.iter().map(|v| v.label()).collect())
     }
-}
-
-/// reqwest errors name the URL, which may carry a token in its query.
-fn without_url(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
-    if let Some(url) = e.url() {
-        s = s.replace(url.as_str(), "<url>");
-    }
-    s
 }
