@@ -32,6 +32,8 @@ use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use millpond_shared::deadline::Deadline;
+
 use crate::schema::{ColumnDef, ColumnType, PartitionField, SortField, Table};
 
 /// `User-Agent` sent on every request (the server names clients from it).
@@ -236,6 +238,9 @@ pub struct DataFile {
 #[derive(Debug, Clone)]
 pub struct CatalogClient {
     http: reqwest::Client,
+    /// Per-request timeout (HOGLAKE_REQUEST_TIMEOUT_S), clipped to the time
+    /// left under a write's [`Deadline`].
+    timeout: Duration,
     /// `{server}/v1`.
     base: Url,
     catalog: String,
@@ -263,6 +268,7 @@ impl CatalogClient {
             .map_err(|e| CatalogError::Config(format!("HTTP client: {e}")))?;
         Ok(Self {
             http,
+            timeout,
             base,
             catalog: catalog.to_string(),
         })
@@ -296,6 +302,10 @@ impl CatalogClient {
             source,
         };
         let mut request = self.http.request(method, url.clone());
+        if let Some(deadline) = Deadline::current() {
+            // At least a moment: a zero timeout would not even try.
+            request = request.timeout(deadline.clip(self.timeout).max(Duration::from_millis(1)));
+        }
         if let Some(body) = body {
             request = request
                 .header(reqwest::header::CONTENT_TYPE, "application/json")

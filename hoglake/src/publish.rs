@@ -20,6 +20,10 @@
 //!    payload (its files become orphans) and re-prepare from step 1;
 //!    permanent refusals (400/404/422/501, other 409s) fail at once.
 //!
+//! The caller's [`Deadline`] bounds all of it: each request is cut at it,
+//! and no loop waits (however long the server's Retry-After) or tries again
+//! when that would end past it; the last error is returned instead.
+//!
 //! A 422 under a key that already has a receipt means the key was used by
 //! an earlier, different payload for the same incarnation and offsets (a
 //! rebuilt flush after a restart): the rows are already in the table, so
@@ -38,6 +42,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arrow::array::{ArrayRef, RecordBatch, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use futures::future::join_all;
+use millpond_shared::deadline::Deadline;
 
 use crate::arrow_schema::{arrow_schema, column_defs, conform};
 use crate::catalog::{AlterOp, CatalogClient, CatalogError, ErrorClass};
@@ -203,6 +208,18 @@ pub enum PublishError {
         #[source]
         last: Box<PublishError>,
     },
+    /// The next wait would end past the write's deadline: given up early,
+    /// with the last error.
+    #[error("{what} {table} gave up after {attempts} attempt(s): {deadline} leaves no time for the next wait ({pause:?}) and attempt; last error: {last}")]
+    DeadlineSpent {
+        what: &'static str,
+        table: String,
+        attempts: u32,
+        deadline: Deadline,
+        pause: Duration,
+        #[source]
+        last: Box<PublishError>,
+    },
 }
 
 impl PublishError {
@@ -211,12 +228,16 @@ impl PublishError {
             PublishError::Catalog(e) => e.class(),
             // Uploads fail on transient network and throttling errors; a
             // missing grant keeps failing until the budget is spent.
-            PublishError::Store(StoreError::Upload { .. }) => ErrorClass::Retry,
+            PublishError::Store(StoreError::Upload { .. } | StoreError::Cut { .. }) => {
+                ErrorClass::Retry
+            }
             PublishError::Store(_) => ErrorClass::Permanent,
             PublishError::Encode { .. } | PublishError::Schema(_) | PublishError::Layout(_) => {
                 ErrorClass::Permanent
             }
-            PublishError::Exhausted { .. } => ErrorClass::Permanent,
+            PublishError::Exhausted { .. } | PublishError::DeadlineSpent { .. } => {
+                ErrorClass::Permanent
+            }
         }
     }
 
@@ -419,24 +440,42 @@ impl Publisher {
 
     /// [`Self::bootstrap`] with the write-path ladder for transient catalog
     /// errors (the writer resolves the table before converting values, out
-    /// of [`Self::publish`]'s own retries).
-    pub async fn bootstrap_retrying(&mut self, schema: &Schema) -> Result<Table, PublishError> {
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
-            match self.bootstrap(schema).await {
-                Ok(t) => return Ok(t),
-                Err(e)
-                    if e.class() != ErrorClass::Permanent && attempt < self.retry.max_attempts =>
-                {
+    /// of [`Self::publish`]'s own retries), within `deadline`: every request
+    /// is cut at it, and no wait ends past it.
+    pub async fn bootstrap_retrying(
+        &mut self,
+        schema: &Schema,
+        deadline: Deadline,
+    ) -> Result<Table, PublishError> {
+        deadline
+            .scope(async {
+                let mut attempt = 0u32;
+                loop {
+                    attempt += 1;
+                    let e = match self.bootstrap(schema).await {
+                        Ok(t) => return Ok(t),
+                        Err(e) => e,
+                    };
+                    if e.class() == ErrorClass::Permanent || attempt >= self.retry.max_attempts {
+                        return Err(e);
+                    }
                     let pause = self.retry.delay(attempt, e.retry_after());
+                    if !deadline.allows(pause) {
+                        return Err(PublishError::DeadlineSpent {
+                            what: "resolving the table",
+                            table: self.qualified(),
+                            attempts: attempt,
+                            deadline,
+                            pause,
+                            last: Box::new(e),
+                        });
+                    }
                     tracing::warn!(table = %self.qualified(), attempt, error = %e,
                         pause_ms = pause.as_millis() as u64, "hoglake: resolving the table failed; retrying");
                     tokio::time::sleep(pause).await;
                 }
-                Err(e) => return Err(e),
-            }
-        }
+            })
+            .await
     }
 
     /// Table `name` of the namespace exists (created from `schema` plus
@@ -571,26 +610,40 @@ impl Publisher {
     }
 
     /// Publishes one flush: `batches` (all with the same schema) covering
-    /// `ranges`. `flush_id` goes into the commit message.
+    /// `ranges`, without a deadline. `flush_id` goes into the commit message.
     pub async fn publish(
         &mut self,
         flush_id: &str,
         batches: &[RecordBatch],
         ranges: &[OffsetRange],
     ) -> Result<PublishReceipt, PublishError> {
-        self.publish_with_dead_letters(flush_id, batches, &[], ranges)
+        self.publish_with_dead_letters(flush_id, batches, &[], ranges, Deadline::none())
             .await
     }
 
     /// Publishes one flush and its dead letters (batches in the layout of
     /// the dead-letter table) in ONE commit: the rows to the table, the
-    /// letters to [`PublisherConfig::dead_letter_table`].
+    /// letters to [`PublisherConfig::dead_letter_table`]. Within `deadline`:
+    /// every request is cut at it, and no wait ends past it.
     pub async fn publish_with_dead_letters(
         &mut self,
         flush_id: &str,
         batches: &[RecordBatch],
         dead_letters: &[RecordBatch],
         ranges: &[OffsetRange],
+        deadline: Deadline,
+    ) -> Result<PublishReceipt, PublishError> {
+        deadline
+            .scope(self.publish_within(flush_id, (batches, dead_letters), ranges, deadline))
+            .await
+    }
+
+    async fn publish_within(
+        &mut self,
+        flush_id: &str,
+        (batches, dead_letters): (&[RecordBatch], &[RecordBatch]),
+        ranges: &[OffsetRange],
+        deadline: Deadline,
     ) -> Result<PublishReceipt, PublishError> {
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let letters: usize = dead_letters.iter().map(RecordBatch::num_rows).sum();
@@ -694,22 +747,35 @@ impl Publisher {
                     return Err(error);
                 }
             }
-            if attempt >= self.retry.max_attempts {
+            let pause = self.retry.delay(attempt, error.retry_after());
+            let spent = !deadline.allows(pause);
+            if attempt >= self.retry.max_attempts || spent {
                 if let Some(p) = held.take() {
                     if p.maybe_applied {
                         tracing::warn!(key = %p.key, paths = ?p.paths,
-                            "hoglake: retries exhausted after a send whose outcome is unknown; the files may be registered (check GET …/commit/receipts/<key>)");
+                            "hoglake: giving up after a send whose outcome is unknown; the files may be registered (check GET …/commit/receipts/<key>)");
                     } else {
                         self.orphans.add("retries_exhausted", &p.paths);
                     }
                 }
-                return Err(PublishError::Exhausted {
-                    table: self.qualified(),
-                    attempts: attempt,
-                    last: Box::new(error),
+                let (table, last) = (self.qualified(), Box::new(error));
+                return Err(if attempt >= self.retry.max_attempts {
+                    PublishError::Exhausted {
+                        table,
+                        attempts: attempt,
+                        last,
+                    }
+                } else {
+                    PublishError::DeadlineSpent {
+                        what: "publishing to",
+                        table,
+                        attempts: attempt,
+                        deadline,
+                        pause,
+                        last,
+                    }
                 });
             }
-            let pause = self.retry.delay(attempt, error.retry_after());
             tracing::warn!(table = %self.qualified(), attempt, max = self.retry.max_attempts,
                 pause_ms = pause.as_millis() as u64, error = %error, "hoglake publish attempt failed; retrying");
             tokio::time::sleep(pause).await;

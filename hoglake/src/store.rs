@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use millpond_shared::deadline::Deadline;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -62,6 +63,10 @@ pub enum StoreError {
         #[source]
         source: Box<object_store::Error>,
     },
+    /// The write's deadline came before the upload's answer (the object
+    /// may exist).
+    #[error("upload of {uri} cut at {deadline}")]
+    Cut { uri: String, deadline: String },
     #[error("object store probe: cannot write the marker {uri} ({credentials}): {source}; {hint}")]
     Probe {
         uri: String,
@@ -169,18 +174,24 @@ impl DataStore {
         Path::parse(key).map_err(|_| outside())
     }
 
-    /// One PutObject of `bytes` at `uri`.
+    /// One PutObject of `bytes` at `uri`, cut at the write's deadline
+    /// ([`Deadline::current`]) if there is one.
     pub async fn put(&self, uri: &str, bytes: Bytes) -> Result<(), StoreError> {
         let key = self.key(uri)?;
-        self.store
-            .put(&key, PutPayload::from_bytes(bytes))
-            .await
-            .map(|_| ())
-            .map_err(|source| StoreError::Upload {
+        let deadline = Deadline::current().unwrap_or_else(Deadline::none);
+        let put = self.store.put(&key, PutPayload::from_bytes(bytes));
+        match deadline.cut(put).await {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(source)) => Err(StoreError::Upload {
                 uri: uri.to_string(),
                 credentials: self.credentials,
                 source: Box::new(source),
-            })
+            }),
+            None => Err(StoreError::Cut {
+                uri: uri.to_string(),
+                deadline: deadline.to_string(),
+            }),
+        }
     }
 
     /// The startup credential probe (millpond.md "Credential probe"): a

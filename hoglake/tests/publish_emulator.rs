@@ -18,6 +18,7 @@ use millpond_hoglake::publish::{
     idempotency_key, Outcome, Publisher, PublisherConfig, INSERTED_AT,
 };
 use millpond_hoglake::schema::{ColumnDef, ColumnType};
+use millpond_shared::deadline::Deadline;
 use serde_json::{json, Value};
 
 use support::*;
@@ -775,6 +776,7 @@ async fn dead_letters_land_in_their_table_in_the_same_commit() {
             &[batch(&[1, 2], &[1, 1])],
             &[letters(&[2])],
             &ranges(0, 2),
+            Deadline::none(),
         )
         .await
         .unwrap();
@@ -801,7 +803,13 @@ async fn dead_letters_land_in_their_table_in_the_same_commit() {
 
     // A flush of dead letters only still commits them, once.
     let only = p
-        .publish_with_dead_letters("f2", &[], &[letters(&[3, 4])], &ranges(3, 4))
+        .publish_with_dead_letters(
+            "f2",
+            &[],
+            &[letters(&[3, 4])],
+            &ranges(3, 4),
+            Deadline::none(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -809,7 +817,13 @@ async fn dead_letters_land_in_their_table_in_the_same_commit() {
         (Outcome::Published, 0, 2)
     );
     let again = p
-        .publish_with_dead_letters("f2", &[], &[letters(&[3, 4])], &ranges(3, 4))
+        .publish_with_dead_letters(
+            "f2",
+            &[],
+            &[letters(&[3, 4])],
+            &ranges(3, 4),
+            Deadline::none(),
+        )
         .await
         .unwrap();
     assert_eq!(again.outcome, Outcome::AlreadyPublished);

@@ -1,7 +1,9 @@
 //! Pieces both Millpond processes share: typed configuration read once from
 //! the environment, the Prometheus registry and metric names, the HTTP
-//! endpoints for probes and scraping, logging setup and the retry ladder.
+//! endpoints for probes and scraping, logging setup, the retry ladder and
+//! the deadline of a write.
 pub mod config;
+pub mod deadline;
 pub mod decimal;
 pub mod exact;
 pub mod http;

@@ -60,6 +60,15 @@ impl Emulator {
         }
     }
 
+    /// Arms a fault rule (or a list of them) of the emulator's control API
+    /// (tests/hoglake-emulator/README.md): e.g. every commit answered 409.
+    pub fn fault(&self, rule: serde_json::Value) {
+        let url = format!("{}/_emulator/faults", self.root);
+        let (status, body) =
+            crate::scrape::post_json(&url, &rule.to_string()).expect("emulator reachable");
+        assert_eq!(status, 200, "{url}: {body}");
+    }
+
     /// Every `POST …/commit/prepared` received so far, oldest first, as the
     /// emulator's request log shows it.
     pub fn commits(&self) -> Vec<CommitRequest> {

@@ -1,10 +1,19 @@
-//! Minimal HTTP/1.1 GET over std (no async runtime needed in tests).
+//! Minimal HTTP/1.1 GET and POST over std (no async runtime needed in tests).
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 /// (status, body)
 pub fn get(url: &str) -> std::io::Result<(u16, String)> {
+    request("GET", url, None)
+}
+
+/// POST of a JSON `body`: (status, body).
+pub fn post_json(url: &str, body: &str) -> std::io::Result<(u16, String)> {
+    request("POST", url, Some(body))
+}
+
+fn request(method: &str, url: &str, body: Option<&str>) -> std::io::Result<(u16, String)> {
     let rest = url.strip_prefix("http://").expect("http url");
     let (host, path) = rest
         .split_once('/')
@@ -12,9 +21,16 @@ pub fn get(url: &str) -> std::io::Result<(u16, String)> {
         .unwrap_or((rest, "/".into()));
     let mut s = TcpStream::connect(host)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let body_headers = body.map_or(String::new(), |b| {
+        format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        )
+    });
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{body_headers}Connection: close\r\n\r\n{}",
+        body.unwrap_or("")
     )?;
     let mut buf = String::new();
     s.read_to_string(&mut buf)?;

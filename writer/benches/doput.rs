@@ -68,7 +68,8 @@ fn bench(c: &mut Criterion) {
                 streamed: None,
             };
             next += ROWS as i64;
-            s.write(&flush).unwrap();
+            let deadline = s.deadline();
+            s.write(&flush, deadline).unwrap();
         })
     });
 

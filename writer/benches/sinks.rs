@@ -113,8 +113,9 @@ fn main() {
             dead_letters: vec![],
             streamed: token,
         };
+        let deadline = sink.deadline();
         let receipt = sink
-            .write(&flush)
+            .write(&flush, deadline)
             .unwrap_or_else(|e| panic!("{label}: flush {i}: {e}"))
             .into_inner();
         let (took, used) = (t0.elapsed(), cpu_seconds() - cpu0);

@@ -3,8 +3,13 @@
 //! it comes from an attempt that started from fresh caches: the first time,
 //! the caches are reset and the flush tried again at once, since a stale
 //! schema cache or a connection dropped mid-query can look permanent.
+//!
+//! The sink's [`Deadline`] (made once, when the write begins) bounds every
+//! ladder here as it bounds the sink's own: no wait that would end past it,
+//! no attempt once it is spent. Giving up at it is fatal like a spent ladder.
 use std::time::Duration;
 
+use millpond_shared::deadline::Deadline;
 use millpond_shared::metrics::WriterMetrics;
 use millpond_shared::retry::Ladder;
 
@@ -35,24 +40,31 @@ pub fn write_with_retry(
     sleep: &dyn Fn(Duration),
 ) -> Result<Durable<Receipt>, WriteFailure> {
     let ladder = sink.retry_ladder();
+    let deadline = sink.deadline();
     let mut failed = 0u32;
     let mut attempts = 0u32;
     let mut fresh = false;
     let mut contended = 0u32;
     loop {
         attempts += 1;
-        match sink.write(flush) {
+        match sink.write(flush, deadline) {
             Ok(receipt) => return Ok(receipt),
             Err(error) => {
                 metrics
                     .errors
                     .with_label_values(&[error.error_type()])
                     .inc();
+                if error.kind == SinkErrorKind::Deadline {
+                    return Err(spent(flush, error, attempts, None, deadline));
+                }
                 if matches!(error.kind, SinkErrorKind::Contention(_)) {
                     // Another writer committed first (DDL or the same table):
                     // expected with several writers, so it has its own short,
                     // jittered budget before the outer ladder counts it.
                     if let Some(delay) = CONTENTION.delay(contended, None) {
+                        if !deadline.allows(delay) {
+                            return Err(spent(flush, error, attempts, Some(delay), deadline));
+                        }
                         tracing::info!(flush_id = %flush.id, attempt = contended + 1, delay_ms = delay.as_millis() as u64,
                             error = %error.message, "commit contention; retrying against a fresh catalog read");
                         sink.reset_caches();
@@ -74,6 +86,9 @@ pub fn write_with_retry(
                     });
                 }
                 if !error.is_retryable() && !fresh {
+                    if !deadline.allows(Duration::ZERO) {
+                        return Err(spent(flush, error, attempts, None, deadline));
+                    }
                     tracing::warn!(flush_id = %flush.id, attempt = attempts, error = %error.message,
                         "write failed; re-reading the catalog before believing the error is permanent");
                     sink.reset_caches();
@@ -98,6 +113,9 @@ pub fn write_with_retry(
                         exhausted: true,
                     });
                 };
+                if !deadline.allows(delay) {
+                    return Err(spent(flush, error, attempts, Some(delay), deadline));
+                }
                 tracing::warn!(flush_id = %flush.id, attempt = attempts, delay_ms = delay.as_millis() as u64,
                     error = %error.message, "write failed; retrying");
                 sink.reset_caches();
@@ -106,6 +124,36 @@ pub fn write_with_retry(
                 failed += 1;
             }
         }
+    }
+}
+
+/// Gives up at the deadline: the last error, saying so, as a spent ladder
+/// (the writer exits; the flush is read again from Kafka).
+fn spent(
+    flush: &Flush,
+    error: SinkError,
+    attempts: u32,
+    pause: Option<Duration>,
+    deadline: Deadline,
+) -> WriteFailure {
+    let message = if error.kind == SinkErrorKind::Deadline {
+        error.message
+    } else {
+        let next = pause.map_or(String::new(), |p| format!(" ({p:?} wait)"));
+        format!(
+            "{deadline} leaves no time for the next attempt{next}; last error: {}",
+            error.message
+        )
+    };
+    tracing::error!(flush_id = %flush.id, attempts, error = %message, "write gave up at its deadline");
+    WriteFailure {
+        error: SinkError {
+            kind: SinkErrorKind::Deadline,
+            message,
+            retry_after: None,
+        },
+        attempts,
+        exhausted: true,
     }
 }
 
@@ -120,10 +168,16 @@ mod tests {
     struct Scripted {
         errors: Vec<SinkError>,
         resets: Cell<u32>,
+        /// The budget of [`Sink::deadline`]; `None`: no deadline.
+        budget: Option<Duration>,
     }
 
     impl Sink for Scripted {
-        fn write(&mut self, _: &Flush) -> Result<Durable<Receipt>, SinkError> {
+        fn deadline(&self) -> Deadline {
+            self.budget
+                .map_or_else(Deadline::none, |b| Deadline::after(b, "A_BUDGET"))
+        }
+        fn write(&mut self, _: &Flush, _: Deadline) -> Result<Durable<Receipt>, SinkError> {
             if self.errors.is_empty() {
                 return Ok(Durable::new(Receipt {
                     rows_written: 0,
@@ -155,9 +209,17 @@ mod tests {
     }
 
     fn run(errors: Vec<SinkError>) -> (Result<(), WriteFailure>, u32) {
+        run_within(errors, None)
+    }
+
+    fn run_within(
+        errors: Vec<SinkError>,
+        budget: Option<Duration>,
+    ) -> (Result<(), WriteFailure>, u32) {
         let mut sink = Scripted {
             errors,
             resets: Cell::new(0),
+            budget,
         };
         let flush = Flush {
             id: "f".into(),
@@ -203,6 +265,48 @@ mod tests {
         let f = r.unwrap_err();
         assert!(f.exhausted, "{f:?}");
         assert_eq!(f.attempts, 7 + 3);
+    }
+
+    /// No ladder of the writer's waits or tries again past the deadline:
+    /// endless contention against a spent deadline is one attempt, given
+    /// up as exhausted (the writer exits), saying which deadline.
+    #[test]
+    fn every_ladder_stops_at_the_deadline() {
+        let contention = || {
+            SinkError::new(
+                SinkErrorKind::Contention(crate::sink::SinkId::Hoglake),
+                "409 commit_conflict",
+            )
+        };
+        let spent = Some(Duration::ZERO);
+        for errors in [
+            (0..40).map(|_| contention()).collect::<Vec<_>>(),
+            vec![SinkError::transient("503"); 5],
+            vec![SinkError::permanent("Binder Error: stale"); 2],
+        ] {
+            let (r, _) = run_within(errors, spent);
+            let f = r.unwrap_err();
+            assert!(f.exhausted && f.error.is_retryable(), "{f:?}");
+            assert_eq!((f.attempts, f.error.kind), (1, SinkErrorKind::Deadline));
+            assert!(f.error.message.contains("A_BUDGET"), "{f:?}");
+        }
+        // Time left: the contention budget runs as before.
+        let (r, _) = run_within(
+            (0..7).map(|_| contention()).collect(),
+            Some(Duration::from_secs(60)),
+        );
+        assert!(r.is_ok());
+        // A sink that gave up at the deadline itself is not tried again.
+        let (r, _) = run_within(
+            vec![SinkError::new(SinkErrorKind::Deadline, "publish gave up")],
+            Some(Duration::from_secs(60)),
+        );
+        let f = r.unwrap_err();
+        assert!(f.exhausted, "{f:?}");
+        assert_eq!(
+            (f.attempts, f.error.message.as_str()),
+            (1, "publish gave up")
+        );
     }
 
     #[test]

@@ -228,8 +228,11 @@ impl WriterService {
                     failure.error.kind == crate::sink::SinkErrorKind::Permanent,
                 );
                 if failure.exhausted {
-                    let reason =
-                        format!("flush {id}: retries exhausted: {}", failure.error.message);
+                    let why = match failure.error.kind {
+                        crate::sink::SinkErrorKind::Deadline => "given up at its deadline",
+                        _ => "retries exhausted",
+                    };
+                    let reason = format!("flush {id}: {why}: {}", failure.error.message);
                     self.health.set_fatal(reason.clone());
                     let _ = self.fatal.send(Some(reason));
                 }

@@ -29,6 +29,10 @@ pub enum SinkErrorKind {
     Transient,
     /// The same request can never succeed: do not retry.
     Permanent,
+    /// The write's deadline is spent, or its next wait would end past it:
+    /// not retried, and fatal to the writer like a spent ladder (the
+    /// sender reads the flush again from Kafka).
+    Deadline,
     /// Another writer holds the lease of a partition in the flush: the
     /// sender should resend later (after the lease ends or is released).
     /// Not retried inside the writer and never fatal to it.
@@ -86,9 +90,10 @@ impl SinkError {
             SinkErrorKind::Contention(sink) => sink.contention_label(),
             SinkErrorKind::Leased => error_type::PARTITION_LEASED,
             SinkErrorKind::Overlap => error_type::OFFSETS_OVERLAP,
-            SinkErrorKind::Transient | SinkErrorKind::Permanent | SinkErrorKind::ResendWhole => {
-                error_type::WRITE_RETRY
-            }
+            SinkErrorKind::Transient
+            | SinkErrorKind::Permanent
+            | SinkErrorKind::ResendWhole
+            | SinkErrorKind::Deadline => error_type::WRITE_RETRY,
         }
     }
 }

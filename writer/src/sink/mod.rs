@@ -15,14 +15,25 @@ pub use flush::{Durable, Flush, Receipt};
 
 use arrow::record_batch::RecordBatch;
 use millpond_proto::OffsetRange;
+use millpond_shared::deadline::Deadline;
 use millpond_shared::metrics::dead_letter_reason;
 use millpond_shared::retry::Ladder;
 
 pub trait Sink: Send {
     /// Writes the flush and its offset ranges atomically. `Ok` means the
     /// rows and the offsets are durable in the lake. The flush is borrowed so
-    /// the caller holds the same payload across retries.
-    fn write(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError>;
+    /// the caller holds the same payload across retries. `deadline` is the
+    /// whole write's ([`Sink::deadline`], made once for all the caller's
+    /// attempts): a sink that retries or waits inside gives up at it with
+    /// [`SinkErrorKind::Deadline`].
+    fn write(&mut self, flush: &Flush, deadline: Deadline) -> Result<Durable<Receipt>, SinkError>;
+
+    /// The deadline of a write starting now, for every attempt, request
+    /// and wait of the caller's and the sink's; none by default (the
+    /// ladders alone bound the write).
+    fn deadline(&self) -> Deadline {
+        Deadline::none()
+    }
 
     /// Offers to take a streamed flush's batches as they arrive
     /// ([`Sink::stream_batch`]), instead of the caller holding them until

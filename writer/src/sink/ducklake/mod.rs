@@ -772,7 +772,13 @@ impl DuckLakeSink {
 }
 
 impl Sink for DuckLakeSink {
-    fn write(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError> {
+    /// Without a deadline ([`Sink::deadline`]): the writer's ladder and
+    /// DUCKLAKE_MAX_RETRY_COUNT bound the write.
+    fn write(
+        &mut self,
+        flush: &Flush,
+        _deadline: millpond_shared::deadline::Deadline,
+    ) -> Result<Durable<Receipt>, SinkError> {
         match flush.streamed {
             Some(token) => self.write_streamed(flush, token),
             None => self.write_batches(flush),

@@ -8,8 +8,11 @@ use crate::sink::dead_letters;
 
 /// The liveness probe fails a pod after this long without a poll; one
 /// flush inside `write` (all attempts, their timeouts and the waits between
-/// them) must fit under it.
+/// them) must fit under it. [`HoglakeConfig::write_budget`] holds it.
 pub const LIVENESS_BUDGET: Duration = Duration::from_secs(480);
+
+/// What gives a write its deadline, for the error that says it was spent.
+pub const WRITE_BUDGET_SET_BY: &str = "HOGLAKE_MAX_RETRY_COUNT x HOGLAKE_REQUEST_TIMEOUT_S plus the waits between attempts, at most the 480 s liveness budget";
 
 /// Ladder of the publish path: 1 s doubling, capped at 30 s, up to +25%.
 const BASE_DELAY: Duration = Duration::from_secs(1);
@@ -185,6 +188,14 @@ impl HoglakeConfig {
         })
     }
 
+    /// How long one flush's write may take, everything included (table
+    /// resolution, uploads, the commit, every retry of the publisher's and
+    /// the writer's): the worst case the config check allowed, so the check
+    /// holds for real.
+    pub fn write_budget(&self) -> Duration {
+        worst_case_publish(self.max_retry_count, self.request_timeout).min(LIVENESS_BUDGET)
+    }
+
     /// `namespace.table`, for logs and receipts.
     pub fn qualified_table(&self) -> String {
         format!("{}.{}", self.namespace, self.table)
@@ -246,12 +257,15 @@ mod tests {
         assert_eq!(cfg.request_timeout, Duration::from_secs(45));
         assert!(cfg.s3_keys.is_none() && cfg.data_path.is_none());
         assert_eq!(cfg.qualified_table(), "analytics.events");
-        // The defaults fit the liveness budget, but only just.
+        // The defaults fit the liveness budget, but only just; a write's
+        // deadline is that worst case.
         let worst = worst_case_publish(8, Duration::from_secs(45));
         assert!(
             worst <= LIVENESS_BUDGET && worst > Duration::from_secs(450),
             "{worst:?}"
         );
+        assert_eq!(cfg.write_budget(), worst);
+        assert!(WRITE_BUDGET_SET_BY.contains(&format!("{} s", LIVENESS_BUDGET.as_secs())));
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //! Retries: the publisher owns the whole budget (HOGLAKE_MAX_RETRY_COUNT,
 //! 1 s doubling capped at 30 s, floored by Retry-After; re-prepares on a
 //! stale basis), so the writer's own ladder for this sink is one attempt.
+//! One deadline bounds the whole write, as long as the config check says a
+//! publish can take ([`HoglakeConfig::write_budget`], at most the liveness
+//! budget): resolving the table, the publish and the writer's contention
+//! ladder all stop at it, and every request is cut at it.
 //!
 //! Idempotency: every commit carries a key derived from the table
 //! incarnation and the flush's complete offset ranges. A resent flush
@@ -23,6 +27,7 @@ use millpond_hoglake::publish::{
     OffsetRange as HogRange, Outcome, PublishError, Publisher, PublisherConfig, INSERTED_AT,
 };
 use millpond_proto::{AckOutcome, DeadLetter, OffsetRange};
+use millpond_shared::deadline::Deadline;
 use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason, WriterMetrics};
 use millpond_shared::retry::Ladder;
 use tokio::runtime::Handle;
@@ -51,9 +56,11 @@ pub const LADDER: Ladder = Ladder {
 
 /// The sink kind a publish failure maps to. `Exhausted` carries the class
 /// of its last error, so a spent budget ends the writer's (one-attempt)
-/// ladder as exhausted rather than being retried again as "permanent".
+/// ladder as exhausted rather than being retried again as "permanent"; a
+/// spent deadline ends the write.
 pub fn kind_of(e: &PublishError) -> SinkErrorKind {
     let class = match e {
+        PublishError::DeadlineSpent { .. } => return SinkErrorKind::Deadline,
         PublishError::Exhausted { last, .. } => last.class(),
         other => other.class(),
     };
@@ -220,11 +227,16 @@ impl HoglakeSink {
     /// Resolves the table (creating it, adding and promoting columns,
     /// reconciling its layout), then brings every value to its live column
     /// exactly; what cannot be kept becomes a dead letter.
-    fn align(&mut self, flush: &Flush, prepared: &mut Prepared) -> Result<(), SinkError> {
+    fn align(
+        &mut self,
+        flush: &Flush,
+        prepared: &mut Prepared,
+        deadline: Deadline,
+    ) -> Result<(), SinkError> {
         let publisher = self.publisher.as_mut().expect("opened by write");
         let result = self
             .runtime
-            .block_on(publisher.bootstrap_retrying(&prepared.schema));
+            .block_on(publisher.bootstrap_retrying(&prepared.schema, deadline));
         self.count_schema();
         let table = result.map_err(|e| Self::error(&self.cfg, &e))?;
         // Columns the files cannot carry: refused by the catalog, or live
@@ -252,7 +264,11 @@ impl HoglakeSink {
 }
 
 impl Sink for HoglakeSink {
-    fn write(&mut self, flush: &Flush) -> Result<Durable<Receipt>, SinkError> {
+    fn deadline(&self) -> Deadline {
+        Deadline::after(self.cfg.write_budget(), config::WRITE_BUDGET_SET_BY)
+    }
+
+    fn write(&mut self, flush: &Flush, deadline: Deadline) -> Result<Durable<Receipt>, SinkError> {
         if flush.ranges.is_empty() {
             // The commit's idempotency key is derived from the ranges: every
             // range-less flush would get the same key, and each after the
@@ -267,7 +283,7 @@ impl Sink for HoglakeSink {
         let table = self.cfg.qualified_table();
         if self.publisher.is_none() {
             let cfg = self.cfg.clone();
-            self.publisher = Some(self.runtime.block_on(Self::open(&cfg))?);
+            self.publisher = Some(self.runtime.block_on(deadline.scope(Self::open(&cfg)))?);
             self.orphans_counted.clear();
             self.schema_counted = (0, 0, 0);
         }
@@ -277,7 +293,7 @@ impl Sink for HoglakeSink {
             UnsafeNames::Hoglake,
             NameCase::Sensitive,
         )?;
-        self.align(flush, &mut prepared)?;
+        self.align(flush, &mut prepared, deadline)?;
         let letters: Vec<&DeadLetter> = flush
             .dead_letters
             .iter()
@@ -304,6 +320,7 @@ impl Sink for HoglakeSink {
             &prepared.batches,
             &letter_batches,
             &ranges,
+            deadline,
         ));
         self.count_orphans();
         self.count_schema();
@@ -436,6 +453,20 @@ mod tests {
             last: Box::new(api(500, "internal")),
         };
         assert_eq!(kind_of(&spent), SinkErrorKind::Transient);
+        // A spent deadline ends the write, whatever the last error was.
+        let deadline = PublishError::DeadlineSpent {
+            what: "publishing to",
+            table: "a.b".into(),
+            attempts: 2,
+            deadline: Deadline::after(std::time::Duration::ZERO, config::WRITE_BUDGET_SET_BY),
+            pause: std::time::Duration::from_secs(3600),
+            last: Box::new(api(409, "commit_conflict")),
+        };
+        assert_eq!(kind_of(&deadline), SinkErrorKind::Deadline);
+        assert!(
+            deadline.to_string().contains("HOGLAKE_REQUEST_TIMEOUT_S"),
+            "{deadline}"
+        );
         assert_eq!(
             LADDER.delay(0, None),
             None,
