@@ -26,19 +26,18 @@
 //! * The lease alone cannot stop a commit that stalls past it (a paused
 //!   process, a catalog connection that holds its bytes): DuckLake retries
 //!   a commit for a long time, and appended offsets never conflict. So each
-//!   partition also has a fence table, `_millpond_fence_<table>_<partition>`
-//!   (rows: topic, owner, written_at). Every claim deletes the topic's rows there
-//!   and adds its own; every write transaction adds one row per partition
-//!   it records. DuckLake refuses to commit an insert into a table from
-//!   which a concurrent transaction deleted rows, in either order (conflicts
-//!   are per table, probed on 1.5.5 with a Postgres catalog). So a write
+//!   writer start also has a fence table, `_millpond_fence_<table>_<token>`
+//!   (the token ends its owner id), and every write transaction inserts one
+//!   row into it. A claim that takes partitions from another owner drops
+//!   that owner's fence table in the claim transaction. DuckLake refuses to
+//!   commit an insert into a table a concurrent transaction dropped (probed
+//!   on 1.5.5 with a Postgres catalog; conflicts are per table, so a row per
+//!   partition in a shared table would serialise every writer). So a write
 //!   that began before another owner's claim can no longer commit once that
-//!   claim did, however long it stalls; and a claim is retried until the
-//!   commits it raced are done, so its owner's re-check sees them. A write
-//!   whose snapshot already shows the other owner's claim was caught before
-//!   its COMMIT by its own lease clock. An insert of one inlined row costs
-//!   a few milliseconds per partition (an update cost ten times that), and
-//!   the rows a partition gathers are deleted by its owner's next renewal.
+//!   claim did, however long it stalls; a write begun after it finds no
+//!   table. A write that committed first is seen by the new owner's
+//!   re-check. One insert per flush into a table only this writer touches;
+//!   its own claims empty it.
 //! * A stopping writer releases its leases, so the next owner starts at once.
 //!   A killed one's leases expire.
 //!
@@ -74,9 +73,10 @@ pub struct Fence {
     /// (measured from before the claim began: never later than the lake's).
     held: HashMap<(String, i32), Instant>,
     table_ready: bool,
-    /// Partitions whose lease row and fence table this writer saw or
-    /// created.
+    /// Partitions whose lease row this writer saw or created.
     rows: HashSet<(String, i32)>,
+    /// This writer start's fence table exists (created in this session).
+    fence_ready: bool,
     /// Test hook (MILLPOND_FAILPOINT=pause_in_claim:<ms>): hold each claim
     /// open before its COMMIT, to race another writer's claim.
     pub pause_in_claim: Option<Duration>,
@@ -96,6 +96,7 @@ impl Fence {
             held: HashMap::new(),
             table_ready: false,
             rows: HashSet::new(),
+            fence_ready: false,
             pause_in_claim: None,
         }
     }
@@ -104,6 +105,7 @@ impl Fence {
     /// valid in the lake and are renewed by the next claim.
     pub fn reset(&mut self) {
         self.table_ready = false;
+        self.fence_ready = false;
         self.rows.clear();
     }
 
@@ -114,6 +116,8 @@ impl Fence {
         for r in ranges {
             self.held.remove(&(r.topic.clone(), r.partition));
         }
+        // Its fence table may have been dropped by another owner's claim.
+        self.fence_ready = false;
     }
 
     fn remaining(&self, r: &OffsetRange, now: Instant) -> Duration {
@@ -143,12 +147,18 @@ impl Fence {
             return Ok(false);
         }
         let taken = ranges.iter().any(|r| self.remaining(r, now).is_zero());
+        if taken {
+            // Whoever took a partition from this writer meanwhile dropped
+            // its fence table.
+            self.fence_ready = false;
+        }
         self.ensure_table(conn, cfg)?;
         let mut failed = 0;
         loop {
             let started = Instant::now();
             let claimed = self
                 .ensure_rows(conn, cfg, ranges)
+                .and_then(|()| self.ensure_fence(conn, cfg))
                 .and_then(|()| self.claim(conn, cfg, ranges));
             match claimed {
                 Ok(()) => {
@@ -201,28 +211,11 @@ impl Fence {
                 t = literal(topic),
             ));
         }
-        let mut fences: Vec<i32> = missing.iter().map(|r| r.partition).collect();
-        fences.sort_unstable();
-        fences.dedup();
-        for p in &fences {
-            sql.push(format!(
-                "CREATE TABLE IF NOT EXISTS {} (topic VARCHAR, owner VARCHAR, written_at TIMESTAMP WITH TIME ZONE)",
-                fence_table(cfg, *p)
-            ));
-        }
         conn.execute_batch(&sql.join(";\n")).map_err(|e| {
             let mut e = lake_error(&cfg.lake, &e.to_string());
             e.message = format!("creating partition lease rows: {}", e.message);
             e
         })?;
-        // One row per write: kept in the catalog, never a file per flush.
-        for p in &fences {
-            let _ = conn.execute_batch(&format!(
-                "CALL lake.set_option('data_inlining_row_limit', 1000, schema => {}, table_name => {})",
-                literal(&cfg.schema),
-                literal(&fence_name(&cfg.table, *p))
-            ));
-        }
         for r in ranges {
             self.rows.insert((r.topic.clone(), r.partition));
         }
@@ -254,14 +247,35 @@ impl Fence {
                 same_pod = self.same_pod_sql(),
             ));
         }
-        for r in ranges {
-            let fence = fence_table(cfg, r.partition);
-            let t = literal(&r.topic);
-            sql.push(format!(
-                "DELETE FROM {fence} WHERE topic = {t}; INSERT INTO {fence} VALUES ({t}, {owner}, now())"
-            ));
-        }
-        let run = conn.execute_batch(&sql.join(";\n")).and_then(|()| {
+        // This writer's own fence rows are no longer needed.
+        sql.push(format!("DELETE FROM {}", self.own_fence(cfg)));
+        let run = conn
+            .execute_batch("BEGIN TRANSACTION")
+            .and_then(|()| {
+                // The owners whose partitions this claim takes: their fence
+                // tables go, so none of their writes can commit after it.
+                let mut taken = Vec::new();
+                for topic in &topics {
+                    let mut stmt = conn.prepare(&format!(
+                        "SELECT DISTINCT owner FROM {table} WHERE topic = ? AND kafka_partition IN ({}) \
+                         AND owner <> ? AND owner <> '' AND (expires_at < now() OR {})",
+                        partitions(ranges, topic),
+                        self.same_pod_sql()
+                    ))?;
+                    let rows = stmt.query_map(duckdb::params![topic, self.owner.id], |row| {
+                        row.get::<_, String>(0)
+                    })?;
+                    for owner in rows {
+                        taken.push(owner?);
+                    }
+                }
+                let drops = taken.iter().filter_map(|o| fence_token(o)).map(|t| {
+                    format!("DROP TABLE IF EXISTS {}", cfg.sql_name(&fence_name(&cfg.table, t)))
+                });
+                let claim: Vec<String> = sql[1..].iter().cloned().chain(drops).collect();
+                conn.execute_batch(&claim.join(";\n"))
+            })
+            .and_then(|()| {
             // Anyone else's running lease on these partitions? And did this
             // claim take a row of every one?
             let mut others = Vec::new();
@@ -346,21 +360,46 @@ impl Fence {
             })
     }
 
-    /// The statements each write transaction runs: a row into the fence
-    /// table of each partition it records. Its COMMIT then fails if another
-    /// owner claimed one of them after the transaction began.
-    pub fn write_sql(&self, cfg: &DuckLakeConfig, ranges: &[OffsetRange]) -> Vec<String> {
-        let owner = literal(&self.owner.id);
-        ranges
-            .iter()
-            .map(|r| {
-                format!(
-                    "INSERT INTO {} VALUES ({}, {owner}, now())",
-                    fence_table(cfg, r.partition),
-                    literal(&r.topic)
-                )
-            })
-            .collect()
+    /// The statement each write transaction runs: a row into this writer
+    /// start's fence table. Its COMMIT then fails if another owner's claim
+    /// dropped that table after the transaction began.
+    pub fn write_sql(&self, cfg: &DuckLakeConfig) -> String {
+        format!(
+            "INSERT INTO {} VALUES ({}, now())",
+            self.own_fence(cfg),
+            literal(&self.owner.id)
+        )
+    }
+
+    fn own_fence(&self, cfg: &DuckLakeConfig) -> String {
+        let token = fence_token(&self.owner.id).expect("an owner id ends with its token");
+        cfg.sql_name(&fence_name(&cfg.table, token))
+    }
+
+    /// Creates this writer start's fence table once per session (and again
+    /// after a failed write: another owner may have dropped it).
+    fn ensure_fence(&mut self, conn: &Connection, cfg: &DuckLakeConfig) -> Result<(), SinkError> {
+        if self.fence_ready {
+            return Ok(());
+        }
+        let token = fence_token(&self.owner.id).expect("an owner id ends with its token");
+        conn.execute_batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {} (owner VARCHAR, written_at TIMESTAMP WITH TIME ZONE)",
+            self.own_fence(cfg)
+        ))
+        .map_err(|e| {
+            let mut e = lake_error(&cfg.lake, &e.to_string());
+            e.message = format!("creating the fence table: {}", e.message);
+            e
+        })?;
+        // One row per write: kept in the catalog, never a file per flush.
+        let _ = conn.execute_batch(&format!(
+            "CALL lake.set_option('data_inlining_row_limit', 1000, schema => {}, table_name => {})",
+            literal(&cfg.schema),
+            literal(&fence_name(&cfg.table, token))
+        ));
+        self.fence_ready = true;
+        Ok(())
     }
 
     /// Right before the write commits: false when some lease has less than
@@ -379,8 +418,9 @@ impl Fence {
         }
         let table = sql_table(cfg);
         let sql = format!(
-            "UPDATE {table} SET expires_at = now() - INTERVAL 1 SECOND WHERE owner = {}",
-            literal(&self.owner.id)
+            "UPDATE {table} SET expires_at = now() - INTERVAL 1 SECOND WHERE owner = {}; DROP TABLE IF EXISTS {}",
+            literal(&self.owner.id),
+            self.own_fence(cfg)
         );
         match conn.execute_batch(&sql) {
             Ok(()) => tracing::info!(partitions = self.held.len(), "partition leases released"),
@@ -417,14 +457,16 @@ impl Fence {
     }
 }
 
-/// `_millpond_fence_<table>_<partition>`: the fence of one partition
-/// number (its rows say which topic: a new epoch shares it).
-fn fence_name(target: &str, partition: i32) -> String {
-    format!("_millpond_fence_{target}_{partition}")
+/// `_millpond_fence_<table>_<token>`: the fence of one writer start.
+fn fence_name(target: &str, token: &str) -> String {
+    format!("_millpond_fence_{target}_{token}")
 }
 
-fn fence_table(cfg: &DuckLakeConfig, partition: i32) -> String {
-    cfg.sql_name(&fence_name(&cfg.table, partition))
+/// The token that ends an owner id (`<name>/<uid>/<token>`); none for an
+/// owner written by a release without fence tables.
+fn fence_token(owner: &str) -> Option<&str> {
+    let (_, token) = owner.rsplit_once('/')?;
+    (!token.is_empty() && token.bytes().all(|b| b.is_ascii_hexdigit())).then_some(token)
 }
 
 /// The lease table of `cfg`'s target table, as SQL names it.
@@ -453,6 +495,22 @@ fn partitions(ranges: &[OffsetRange], topic: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fence_table_is_named_by_the_token_that_ends_its_owner() {
+        let owner = LeaseOwner::new(Some("pod-0".into()), Some("uid".into()));
+        let token = fence_token(&owner.id).unwrap();
+        assert_eq!(token.len(), 12);
+        assert!(owner.id.ends_with(token));
+        assert_eq!(
+            fence_name("events", token),
+            format!("_millpond_fence_events_{token}")
+        );
+        // Owners a release without fence tables wrote have none.
+        assert_eq!(fence_token("millpond-0"), None);
+        assert_eq!(fence_token("a/b/"), None);
+        assert_eq!(fence_token("a/b/x'; DROP"), None);
+    }
 
     #[test]
     fn leases_are_renewed_at_two_thirds_and_refused_for_commit_at_one_third() {

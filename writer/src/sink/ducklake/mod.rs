@@ -398,7 +398,7 @@ impl DuckLakeSink {
             tail.push(s);
         }
         if self.cfg.partition_fence {
-            tail.extend(self.fence.write_sql(&self.cfg, &flush.ranges));
+            tail.push(self.fence.write_sql(&self.cfg));
         }
         let session = self.session.as_ref().expect("session open");
         let mut result = session.execute_raw(&head.join(";\n"));
@@ -435,12 +435,9 @@ impl DuckLakeSink {
             let _ = session.execute_raw("ROLLBACK");
             // The outcome may be unknown: read the offsets again next time.
             self.known.forget();
-            let e = lake_error(&self.cfg.lake, &e);
-            if e.is_contention() {
-                // Maybe another owner's claim (the fence): claim again.
-                self.fence.forget(&flush.ranges);
-            }
-            return Err(e);
+            // Maybe another owner's claim (the fence): claim again.
+            self.fence.forget(&flush.ranges);
+            return Err(lake_error(&self.cfg.lake, &e));
         }
         self.known.committed(&flush.ranges);
         let snapshot = session
