@@ -206,5 +206,9 @@ async fn a_changed_type_keeps_exact_values_and_dead_letters_the_rest() {
         1.0
     );
     assert!(w.metric("millpond_hoglake_files_written_total", &[]) >= 3.0);
+    // The original's histogram names.
+    assert!(w.metric("millpond_flush_files_count", &[]) >= 1.0);
+    assert!(w.metric("millpond_flush_file_rows_count", &[]) >= 1.0);
+    assert!(w.metric("millpond_flush_files_bucket", &[("le", "2048")]) >= 1.0);
     w.stop();
 }

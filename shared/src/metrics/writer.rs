@@ -153,8 +153,9 @@ impl WriterMetrics {
             hoglake_flush_files: register(
                 registry,
                 Histogram::with_opts(
-                    HistogramOpts::new("hoglake_flush_files", "Data files per hoglake commit")
-                        .buckets(exponential_buckets(1.0, 2.0, 10).unwrap()),
+                    // The original's name and buckets (1 to 2048).
+                    HistogramOpts::new("flush_files", "Data files per hoglake commit")
+                        .buckets(exponential_buckets(1.0, 2.0, 12).unwrap()),
                 )
                 .unwrap(),
             ),
@@ -185,7 +186,8 @@ impl WriterMetrics {
             hoglake_file_rows: register(
                 registry,
                 Histogram::with_opts(
-                    HistogramOpts::new("hoglake_file_rows", "Rows per hoglake data file")
+                    // The original's name.
+                    HistogramOpts::new("flush_file_rows", "Rows per hoglake data file")
                         .buckets(exponential_buckets(10.0, 10.0, 7).unwrap()),
                 )
                 .unwrap(),
