@@ -152,6 +152,14 @@ async fn dual_write(backend: Backend) {
         metric("millpond_variant_companion_columns_dropped_total", &[]),
         2.0
     );
+    // The original's count of records left with nothing but collisions.
+    assert_eq!(
+        metric(
+            "millpond_records_skipped_total",
+            &[("reason", "variant_companion_collision")]
+        ),
+        2.0
+    );
     assert_eq!(metric("millpond_variant_write_fallback_total", &[]), 0.0);
     let letters = lake.query(
         "SELECT kafka_offset, reason, column_name, decode(original) FROM lake.main.events_dead_letters ORDER BY kafka_offset",

@@ -72,6 +72,9 @@ pub mod skip_reason {
     /// partition had already recorded in the lake (a handover); they are
     /// in the lake once, written by the other owner.
     pub const ALREADY_RECORDED: &str = "already_recorded";
+    /// Writer: records whose every key collided with a VARIANT companion;
+    /// they are dead letters whole (`dead_letters_total` counts them too).
+    pub const VARIANT_COMPANION_COLLISION: &str = "variant_companion_collision";
 }
 
 /// Dead-letter reasons decided in Rust code (ingest also emits the

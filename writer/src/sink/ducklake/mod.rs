@@ -734,6 +734,12 @@ impl DuckLakeSink {
             self.metrics
                 .variant_companion_columns_dropped
                 .inc_by(stripped);
+            // As the original counted them: records that had nothing but
+            // colliding keys (here dead letters whole, counted there too).
+            self.metrics
+                .records_skipped
+                .with_label_values(&[skip_reason::VARIANT_COMPANION_COLLISION])
+                .inc_by(collided.len() as u64);
             self.metrics
                 .errors
                 .with_label_values(&[error_type::SCHEMA])
