@@ -249,6 +249,21 @@ impl PublishError {
     }
 }
 
+/// The reasons an upload is left orphaned: the original's names, then ours
+/// (`commit_conflict`, `table_dropped`, `retries_exhausted`). A refusal with
+/// another code counts under that code.
+pub const ORPHAN_REASONS: [&str; 9] = [
+    "prepare_failed",
+    "commit_refused",
+    "already_published",
+    "table_recreated",
+    "read_snapshot_expired",
+    "ddl_since_read_snapshot",
+    "commit_conflict",
+    "table_dropped",
+    "retries_exhausted",
+];
+
 /// Orphaned files (uploaded, never registered) per reason. Exact where a
 /// payload existed; an upload that failed half-way counts only the objects
 /// whose PutObject succeeded.
@@ -329,6 +344,9 @@ pub struct Publisher {
     /// Columns added and promoted so far.
     columns_added: u64,
     columns_promoted: u64,
+    /// Commits refused with a 409 that asks for a re-prepare (another
+    /// writer or a DDL committed first), each one counted.
+    commit_conflicts: u64,
 }
 
 impl Publisher {
@@ -366,6 +384,7 @@ impl Publisher {
             schema_errors: 0,
             columns_added: 0,
             columns_promoted: 0,
+            commit_conflicts: 0,
         })
     }
 
@@ -397,6 +416,13 @@ impl Publisher {
     /// Live columns this publisher promoted (int -> long, float -> double).
     pub fn columns_promoted(&self) -> u64 {
         self.columns_promoted
+    }
+
+    /// Commits refused with a 409 asking for a re-prepare
+    /// (`commit_conflict`, `ddl_since_read_snapshot`, `table_recreated`,
+    /// `table_dropped`), one per refusal, retried or not.
+    pub fn commit_conflicts(&self) -> u64 {
+        self.commit_conflicts
     }
 
     fn qualified(&self) -> String {
@@ -716,11 +742,19 @@ impl Publisher {
             match class {
                 ErrorClass::Retry => {}
                 ErrorClass::RePrepare => {
+                    if matches!(&error, PublishError::Catalog(e) if e.status() == Some(409)) {
+                        self.commit_conflicts += 1;
+                    }
                     if let Some(p) = held.take() {
+                        // The refusal's code, under the original's name
+                        // where it had one.
                         let reason = match &error {
-                            PublishError::Catalog(e) => {
-                                e.code().unwrap_or("re_prepare").to_string()
+                            PublishError::Catalog(e) => match e.code() {
+                                Some("expired") => "read_snapshot_expired",
+                                Some(code) => code,
+                                None => "re_prepare",
                             }
+                            .to_string(),
                             _ => "re_prepare".into(),
                         };
                         if p.maybe_applied {
@@ -741,7 +775,7 @@ impl Publisher {
                             // files unaccounted rather than invent orphans.
                             tracing::warn!(key = %p.key, "hoglake: commit refused after a send whose outcome is unknown; its files may be registered");
                         } else {
-                            self.orphans.add("refused", &p.paths);
+                            self.orphans.add("commit_refused", &p.paths);
                         }
                     }
                     return Err(error);
@@ -927,7 +961,7 @@ impl Publisher {
             }
         }
         if let Some(e) = first_error {
-            self.orphans.add("upload_failed", &landed);
+            self.orphans.add("prepare_failed", &landed);
             return Err(e.into());
         }
         let paths = uploads.into_iter().map(|(uri, _)| uri).collect();
@@ -1208,10 +1242,10 @@ mod tests {
     #[test]
     fn orphan_counts_add_up_per_reason() {
         let mut o = OrphanCounts::default();
-        o.add("refused", &["s3://b/x".into(), "s3://b/y".into()]);
+        o.add("commit_refused", &["s3://b/x".into(), "s3://b/y".into()]);
         o.add("table_recreated", &["s3://b/z".into()]);
-        o.add("refused", &[]);
-        assert_eq!(o.get("refused"), 2);
+        o.add("commit_refused", &[]);
+        assert_eq!(o.get("commit_refused"), 2);
         assert_eq!(o.get("table_recreated"), 1);
         assert_eq!(o.total(), 3);
     }

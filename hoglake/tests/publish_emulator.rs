@@ -539,7 +539,7 @@ async fn a_422_fails_at_once_and_orphans_the_upload() {
         1,
         "no retry of a permanent refusal"
     );
-    assert_eq!(p.orphans().get("refused"), 1);
+    assert_eq!(p.orphans().get("commit_refused"), 1);
     assert_eq!(emu.data_snapshots().await, 0);
 }
 
@@ -670,7 +670,7 @@ async fn an_expired_read_snapshot_re_prepares_from_a_fresh_read() {
     assert_eq!(commits[0]["status"], 410);
     assert_eq!(commits[1]["status"], 200);
     assert!(commits[1]["body"]["read_snapshot"].as_i64().unwrap() >= head);
-    assert_eq!(p.orphans().get("expired"), 1);
+    assert_eq!(p.orphans().get("read_snapshot_expired"), 1);
     assert_eq!(emu.data_snapshots().await, 1);
 }
 

@@ -13,3 +13,4 @@ pub mod replay;
 pub mod run;
 pub mod sample;
 pub mod stages;
+pub mod writer_metrics;

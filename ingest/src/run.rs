@@ -21,6 +21,53 @@ fn include_mode(cfg: &IngestConfig) -> Option<crate::stages::include::Mode> {
     cfg.stages.include.as_ref().map(|i| i.mode)
 }
 
+/// Every series of ingest's closed label sets at 0 (those of stages that
+/// are configured), so a scrape lists them before they first move and an
+/// alert on `increase() > 0` sees the first one.
+fn announce(metrics: &IngestMetrics, cfg: &IngestConfig) {
+    use crate::stages::{filter, sort};
+    use millpond_shared::metrics::{error_type as e, skip_reason as s, whole_reason};
+    let stages = &cfg.stages;
+    let mut skipped = vec![
+        s::JSON_PARSE,
+        s::ALREADY_RECORDED,
+        millpond_shared::metrics::dead_letter_reason::OVERSIZED_RECORD,
+    ];
+    if stages.keep.is_some() {
+        skipped.extend([
+            filter::FIELD_MISSING,
+            filter::EXCLUDED,
+            filter::VALUE_INVALID,
+        ]);
+    }
+    if stages.drop.is_some() {
+        skipped.extend([filter::FIELD_MISSING, filter::DROPPED]);
+    }
+    for r in skipped {
+        metrics.records_skipped.with_label_values(&[r]);
+    }
+    for t in [
+        e::KAFKA,
+        e::OFFSET_COMMIT,
+        e::FLIGHT,
+        e::COLUMN_COERCION,
+        e::FILTER_VALUE_INVALID,
+    ] {
+        metrics.errors.with_label_values(&[t]);
+    }
+    for t in ["size", "time", "shutdown"] {
+        metrics.batches_flushed.with_label_values(&[t]);
+    }
+    for r in whole_reason::ALL {
+        metrics.flushes_sent_whole.with_label_values(&[r]);
+    }
+    if !stages.sort_by.is_empty() {
+        for r in [sort::FIELD_MISSING, sort::UNSORTABLE_TYPE] {
+            metrics.sort_skipped.with_label_values(&[r]);
+        }
+    }
+}
+
 /// How long a stopping ingest tries to tell the writer it is done.
 const STOPPED_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -37,10 +84,22 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
     let metrics =
         IngestMetrics::new(&registry).with_matched_values_cap(cfg.stages.matched_values_cap);
+    announce(&metrics, &cfg);
     let health = Arc::new(IngestHealth::default());
-    let http =
-        millpond_shared::http::serve(cfg.common.http_addr(), registry.clone(), health.clone())
-            .await?;
+    let appended = match &cfg.writer_metrics_url {
+        Some(url) => Some(crate::writer_metrics::appended(
+            url.clone(),
+            metrics.writer_metrics_up.clone(),
+        )?),
+        None => None,
+    };
+    let http = millpond_shared::http::serve_appending(
+        cfg.common.http_addr(),
+        registry.clone(),
+        health.clone(),
+        appended,
+    )
+    .await?;
 
     let stop = Stop::on_signal();
 
@@ -66,6 +125,15 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
             let include = include.clone();
             let pins = keep.values.clone();
             let metrics = millpond_shared::metrics::IncludeMetrics::new(&registry);
+            {
+                use crate::stages::include::set::{BULK_REMOVAL, EMPTY, TYPE_FLIP};
+                for r in [EMPTY, BULK_REMOVAL, TYPE_FLIP] {
+                    metrics.refused.with_label_values(&[r]);
+                }
+                for a in ["added", "removed"] {
+                    metrics.changes.with_label_values(&[a]);
+                }
+            }
             let stop = stop.clone();
             let source = match tokio::task::spawn_blocking(move || {
                 crate::stages::include::start(&include, &pins, metrics, &stop)

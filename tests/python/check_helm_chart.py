@@ -142,6 +142,22 @@ def pod_uid_from_downward_api(docs: Docs, values: dict[str, Any]) -> list[str]:
     return problems
 
 
+def one_scrape_per_pod(docs: Docs, values: dict[str, Any]) -> list[str]:
+    """Prometheus scrapes ingest's port, which appends the writer's series
+    read from the writer's own HTTP port in the pod."""
+    problems = []
+    for sts in kind(docs, "StatefulSet"):
+        name, cs = sts["metadata"]["name"], containers(sts)
+        port = {p["name"]: p["containerPort"] for c in cs.values() for p in c.get("ports", [])}
+        notes = sts["spec"]["template"]["metadata"].get("annotations", {})
+        if notes.get("prometheus.io/scrape") != "true" or notes.get("prometheus.io/port") != str(port.get("metrics")):
+            problems.append(f"{name}: scrape annotations {notes} do not point at ingest's port {port.get('metrics')}")
+        url = env_value(cs["ingest"], "MILLPOND_WRITER_METRICS_URL") or ""
+        if url != f"http://127.0.0.1:{port.get('writer-metrics')}/metrics":
+            problems.append(f"{name}: ingest appends {url!r}, not the writer's port {port.get('writer-metrics')}")
+    return problems
+
+
 def writer_on_loopback(docs: Docs, values: dict[str, Any]) -> list[str]:
     problems = []
     for sts in kind(docs, "StatefulSet"):
@@ -326,6 +342,7 @@ RENDERED_CHECKS: list[Callable[[Docs, dict[str, Any]], list[str]]] = [
     replica_count_is_replicas,
     pod_name_from_downward_api,
     pod_uid_from_downward_api,
+    one_scrape_per_pod,
     writer_on_loopback,
     destination_wiring,
     writer_spool_on_a_bounded_volume,
@@ -378,6 +395,9 @@ BREAKS: dict[str, Callable[[Docs], None]] = {
     "replica_count_is_replicas": break_count,
     "pod_name_from_downward_api": lambda d: set_env(containers(first_sts(d))["writer"], "POD_NAME", {"value": "millpond-0"}),
     "pod_uid_from_downward_api": lambda d: set_env(containers(first_sts(d))["writer"], "POD_UID", {"value": "x"}),
+    "one_scrape_per_pod": lambda d: set_env(
+        containers(first_sts(d))["ingest"], "MILLPOND_WRITER_METRICS_URL", {"value": "http://127.0.0.1:8000/metrics"}
+    ),
     "writer_on_loopback": lambda d: set_env(containers(first_sts(d))["writer"], "MILLPOND_WRITER_ADDR", {"value": "0.0.0.0:50051"}),
     "destination_wiring": lambda d: containers(first_sts(d))["writer"].update(image="registry.test/millpond-writer-hoglake:1"),
     "probes": break_probe,

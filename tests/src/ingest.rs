@@ -35,6 +35,9 @@ impl Ingest {
             ("FETCH_MIN_BYTES".into(), "1".into()),
             ("STATS_INTERVAL_MS".into(), "1000".into()),
             ("MILLPOND_WRITER_SEND_DEADLINE_S".into(), "60".into()),
+            // Tests scrape each process on its own port; a test of the pod's
+            // one scrape points this at its writer.
+            ("MILLPOND_WRITER_METRICS_URL".into(), "off".into()),
         ];
         for (k, v) in &o.extra {
             env.retain(|(ek, _)| ek != k);

@@ -1858,6 +1858,9 @@ async fn a_flush_past_the_size_bound_is_refused_with_resource_exhausted() {
     let d = descriptor("small", vec![OffsetRange::new("events", 0, 0, 999)], 1000);
     let ack = put(&mut c, &d, vec![rows(0, 1000)]).await.unwrap();
     assert_eq!(ack.outcome(), AckOutcome::Written);
+    let refused = |t: &str| w.metric("millpond_errors_total", &[("type", t)]);
+    assert_eq!(refused("flush_too_large"), 1.0);
+    assert_eq!(refused("flight_request"), 0.0);
     w.stop();
     assert_eq!(lake.count(), 1000, "nothing of the refused flush");
 }

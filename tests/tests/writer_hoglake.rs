@@ -212,3 +212,37 @@ async fn a_changed_type_keeps_exact_values_and_dead_letters_the_rest() {
     assert!(w.metric("millpond_flush_files_bucket", &[("le", "2048")]) >= 1.0);
     w.stop();
 }
+
+/// Three commits refused with 409 `commit_conflict`, then one accepted: the
+/// publisher re-prepares after each refusal, the flush lands once, and
+/// `errors_total{type="hoglake_commit_contention"}` counts each 409 the
+/// catalog answered, as the original did (not once per failed write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_409_counts_once_on_hoglake_commit_contention() {
+    let lake = Hoglake::start();
+    let w = Writer::start_env(&lake.writer_env(), lake.dir.path(), &[]);
+    lake.emulator.fault(serde_json::json!({
+        "method": "POST", "path": "/commit/prepared$", "action": "status",
+        "status": 409, "count": 3
+    }));
+    let mut c = client(&w.addr).await;
+    let flush = descriptor("f1", vec![r(0, 0, 9)], 10);
+    let ack = put(&mut c, &flush, vec![with_coordinates(rows(0, 10), 0, 0)])
+        .await
+        .unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    assert_eq!(lake.record_counts().await, vec![10]);
+
+    let commits = lake.emulator.commits();
+    let refused = commits.iter().filter(|c| c.status == Some(409)).count();
+    assert_eq!(refused, 3, "{commits:?}");
+    assert_eq!(
+        w.metric(
+            "millpond_errors_total",
+            &[("type", "hoglake_commit_contention")]
+        ),
+        3.0
+    );
+    assert_eq!(w.metric("millpond_records_written_total", &[]), 10.0);
+    w.stop();
+}

@@ -50,10 +50,14 @@ pub fn write_with_retry(
         match sink.write(flush, deadline) {
             Ok(receipt) => return Ok(receipt),
             Err(error) => {
-                metrics
-                    .errors
-                    .with_label_values(&[error.error_type()])
-                    .inc();
+                // The hoglake sink counts every 409 its publisher met, retried
+                // or not; its failed write is not one more.
+                if error.kind != SinkErrorKind::Contention(crate::sink::SinkId::Hoglake) {
+                    metrics
+                        .errors
+                        .with_label_values(&[error.error_type()])
+                        .inc();
+                }
                 if error.kind == SinkErrorKind::Deadline {
                     return Err(spent(flush, error, attempts, None, deadline));
                 }

@@ -24,6 +24,15 @@ pub fn main() -> ExitCode {
 async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
     let metrics = WriterMetrics::new(&registry);
+    let hoglake = cfg.sink.name() == "hoglake";
+    metrics.announce(
+        if hoglake {
+            millpond_shared::metrics::error_type::HOGLAKE_COMMIT_CONTENTION
+        } else {
+            millpond_shared::metrics::error_type::DUCKLAKE_COMMIT_CONTENTION
+        },
+        hoglake,
+    );
     let health = Arc::new(WriterHealth::default());
     let sink =
         crate::sink::factory::connect(&cfg.sink, metrics.clone(), cfg.failpoint.clone()).await?;

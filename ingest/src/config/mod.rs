@@ -27,6 +27,9 @@ pub struct IngestConfig {
     pub table: String,
     /// The writer's Flight address (host:port).
     pub writer_addr: String,
+    /// MILLPOND_WRITER_METRICS_URL: the writer's /metrics, appended to
+    /// ingest's; `None` when set to `off`.
+    pub writer_metrics_url: Option<reqwest::Url>,
     /// How long one flush may keep being resent before ingest gives up and
     /// exits; stays under the 480 s liveness budget.
     pub send_deadline: Duration,
@@ -128,6 +131,7 @@ impl IngestConfig {
                 format!("must be host:port (got {writer_addr:?})"),
             );
         }
+        let writer_metrics_url = crate::writer_metrics::url_from_env(&mut r);
         let send_deadline =
             Duration::from_secs(r.parse_or("MILLPOND_WRITER_SEND_DEADLINE_S", 420u64, |v| {
                 if *v > 0 && *v < LIVENESS.as_secs() {
@@ -155,6 +159,7 @@ impl IngestConfig {
             destination,
             table,
             writer_addr,
+            writer_metrics_url,
             send_deadline,
             topic_epoch,
             failpoint,

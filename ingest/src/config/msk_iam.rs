@@ -22,7 +22,8 @@ pub const CREDENTIAL_VARS: &[&str] = &[
 pub struct MskIamConfig {
     /// AWS_REGION: the token is signed for `kafka.<region>.amazonaws.com`.
     pub region: String,
-    /// AWS_ROLE_SESSION_NAME, for the web identity role session.
+    /// AWS_ROLE_SESSION_NAME, for the web identity role session (default
+    /// `millpond`, as the original's).
     pub role_session_name: Option<String>,
     /// The credential chain's variables that are set (Debug shows only keys).
     pub chain_env: Vec<(&'static str, Secret)>,
@@ -76,7 +77,7 @@ impl MskIamConfig {
             .collect();
         MskIamConfig {
             region,
-            role_session_name: r.optional("AWS_ROLE_SESSION_NAME"),
+            role_session_name: Some(r.string_or("AWS_ROLE_SESSION_NAME", "millpond")),
             chain_env,
         }
     }

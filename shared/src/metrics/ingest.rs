@@ -37,6 +37,9 @@ pub struct IngestMetrics {
     pub rdkafka_msg_size: IntGauge,
     pub rdkafka_broker_rtt_avg: GaugeVec,
     pub rdkafka_broker_rtt_p99: GaugeVec,
+    /// 1 when the last scrape of ingest's /metrics appended the writer's
+    /// series, 0 when the writer did not answer (or the append is off).
+    pub writer_metrics_up: IntGauge,
 }
 
 fn counter_vec(registry: &Registry, name: &str, help: &str, label: &str) -> IntCounterVec {
@@ -211,6 +214,11 @@ impl IngestMetrics {
                     &["broker"],
                 )
                 .unwrap(),
+            ),
+            writer_metrics_up: gauge(
+                registry,
+                "writer_metrics_up",
+                "1 when this scrape appended the writer's series, 0 when the writer did not answer",
             ),
         }
     }

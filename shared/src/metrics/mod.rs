@@ -7,6 +7,7 @@ mod include;
 mod ingest;
 mod lake;
 pub mod matched;
+pub mod merge;
 mod writer;
 
 pub use include::IncludeMetrics;
@@ -27,15 +28,21 @@ pub mod error_type {
     pub const KAFKA: &str = "kafka";
     pub const WRITE_RETRY: &str = "write_retry";
     pub const DUCKLAKE_COMMIT_CONTENTION: &str = "ducklake_commit_contention";
-    /// A hoglake commit refused for contention on the catalog (409
-    /// `commit_conflict` and friends, 503 `commit_queue_timeout`).
+    /// A hoglake commit refused with a 409 asking for a re-prepare
+    /// (`commit_conflict`, `ddl_since_read_snapshot`, `table_recreated`,
+    /// `table_dropped`), once per 409.
     pub const HOGLAKE_COMMIT_CONTENTION: &str = "hoglake_commit_contention";
     /// A VARIANT dual-write INSERT overflowed while shredding; the flush
     /// was written again without its companions.
     pub const VARIANT_WRITE: &str = "variant_write";
     pub const OFFSET_COMMIT: &str = "offset_commit";
     pub const SCHEMA: &str = "schema";
+    /// Ingest: a send to the writer failed (connect, stream, ack).
     pub const FLIGHT: &str = "flight";
+    /// Writer: a DoPut it could not read (a malformed or cut-off stream).
+    /// Apart from ingest's `flight`, so the pod's one scrape never carries
+    /// the same series twice.
+    pub const FLIGHT_REQUEST: &str = "flight_request";
     /// A pinned column (MILLPOND_TYPED_COLUMNS) with a value that did not
     /// convert, once per column per batch.
     pub const COLUMN_COERCION: &str = "column_coercion";

@@ -40,6 +40,35 @@ pub struct WriterMetrics {
 }
 
 impl WriterMetrics {
+    /// Every series of the writer's closed label sets at 0, so a scrape
+    /// lists them before they first move and an alert on `increase() > 0`
+    /// sees the first one. `contention` is the destination's own label; a
+    /// hoglake writer also announces its receipt outcomes (its sink, the
+    /// orphan reasons).
+    pub fn announce(&self, contention: &str, hoglake: bool) {
+        use super::{error_type as e, skip_reason as s};
+        for t in [
+            e::WRITE_RETRY,
+            e::SCHEMA,
+            e::VARIANT_WRITE,
+            e::FLIGHT_REQUEST,
+            e::PARTITION_LEASED,
+            e::OFFSETS_OVERLAP,
+            e::FLUSH_TOO_LARGE,
+            contention,
+        ] {
+            self.errors.with_label_values(&[t]);
+        }
+        for r in [s::UNSAFE_FIELD_NAME, s::VARIANT_COMPANION_COLLISION] {
+            self.records_skipped.with_label_values(&[r]);
+        }
+        if hoglake {
+            for o in ["replayed", "already_published"] {
+                self.hoglake_commit_replays.with_label_values(&[o]);
+            }
+        }
+    }
+
     pub fn new(registry: &Registry) -> Self {
         WriterMetrics {
             records_written: register(

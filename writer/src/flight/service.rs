@@ -150,11 +150,14 @@ impl WriterService {
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<BoxStream<'static, Result<PutResult, Status>>>, Status> {
         let receiving = Instant::now();
-        let (flush, enc, bytes, rows_in) = self.receive(request).await.inspect_err(|_| {
-            self.metrics
-                .errors
-                .with_label_values(&[error_type::FLIGHT])
-                .inc();
+        let (flush, enc, bytes, rows_in) = self.receive(request).await.inspect_err(|status| {
+            // RESOURCE_EXHAUSTED: over MILLPOND_WRITER_MAX_FLUSH_BYTES.
+            let what = if status.code() == tonic::Code::ResourceExhausted {
+                error_type::FLUSH_TOO_LARGE
+            } else {
+                error_type::FLIGHT_REQUEST
+            };
+            self.metrics.errors.with_label_values(&[what]).inc();
         })?;
         // A streamed flush arrives over the time ingest takes to consume
         // it; the flush's duration is the write, from its last message.

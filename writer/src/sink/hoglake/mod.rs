@@ -81,6 +81,8 @@ pub struct HoglakeSink {
     /// The publisher's schema counters already added to the metrics:
     /// (columns added, columns promoted, schema errors).
     schema_counted: (u64, u64, u64),
+    /// The publisher's 409 commit refusals already counted.
+    conflicts_counted: u64,
 }
 
 impl std::fmt::Debug for HoglakeSink {
@@ -101,6 +103,9 @@ impl HoglakeSink {
         runtime: Handle,
     ) -> Result<Self, SinkError> {
         let publisher = Self::open(&cfg).await?;
+        for reason in millpond_hoglake::publish::ORPHAN_REASONS {
+            metrics.hoglake_orphaned_files.with_label_values(&[reason]);
+        }
         Ok(HoglakeSink {
             cfg,
             metrics,
@@ -108,6 +113,7 @@ impl HoglakeSink {
             publisher: Some(publisher),
             orphans_counted: Default::default(),
             schema_counted: (0, 0, 0),
+            conflicts_counted: 0,
         })
     }
 
@@ -209,6 +215,21 @@ impl HoglakeSink {
         self.schema_counted = now;
     }
 
+    /// Adds the publisher's new 409 commit refusals to
+    /// `errors_total{type="hoglake_commit_contention"}`: one per refusal, as
+    /// the original counted them, however many the publisher retried.
+    fn count_conflicts(&mut self) {
+        let Some(p) = self.publisher.as_ref() else {
+            return;
+        };
+        let now = p.commit_conflicts();
+        self.metrics
+            .errors
+            .with_label_values(&[error_type::HOGLAKE_COMMIT_CONTENTION])
+            .inc_by(now.saturating_sub(self.conflicts_counted));
+        self.conflicts_counted = now;
+    }
+
     /// Counts what a published commit registered.
     fn count_published(&self, receipt: &millpond_hoglake::publish::PublishReceipt) {
         self.metrics
@@ -286,6 +307,7 @@ impl Sink for HoglakeSink {
             self.publisher = Some(self.runtime.block_on(deadline.scope(Self::open(&cfg)))?);
             self.orphans_counted.clear();
             self.schema_counted = (0, 0, 0);
+            self.conflicts_counted = 0;
         }
         let mut prepared = prepare(
             flush,
@@ -324,6 +346,7 @@ impl Sink for HoglakeSink {
         ));
         self.count_orphans();
         self.count_schema();
+        self.count_conflicts();
         let receipt = result.map_err(|e| Self::error(&self.cfg, &e))?;
         let (outcome, rows) = match receipt.outcome {
             // Replayed: this call's own lost-response send had landed; the
