@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check docker-compose.yml (and deploy/k8s/millpond.yaml, the chart rendered) against the code.
+"""Check docker-compose.yml, the SSL stack laid over it, and deploy/k8s/millpond.yaml against the code.
 
 * The compose file parses (PyYAML) and hangs together: every service named by
   depends_on or network_mode exists; a `service_healthy` dependency has a
@@ -13,17 +13,34 @@
   image, plus the KAFKA_CONSUMER_* passthrough prefix.
 * The scan itself is checked: every variable the README's configuration
   tables name is one of the binaries reads.
+* Each stack is checked as Compose runs it: docker-compose.yml alone, and
+  with docker-compose.ssl.yml laid over it (merged as Compose merges files).
+  Kafka as ingest reaches it: every bootstrap address is a listener some
+  broker service advertises, spoken in that listener's protocol
+  (KAFKA_CONSUMER_SECURITY_PROTOCOL against KAFKA_LISTENER_SECURITY_PROTOCOL_MAP).
+  A broker with an SSL listener names the keystore and password files the
+  apache/kafka image requires, and every file ingest's KAFKA_CONSUMER_*_LOCATION
+  names comes from a bind mount; files under .compose-ssl/ must be ones
+  scripts/make-ssl-certs.sh makes (it is run into a scratch directory).
 
 Prints one line per check and exits non-zero with the failures.
 
-    python tests/python/check_compose.py [--compose FILE] [--k8s FILE]
+    python tests/python/check_compose.py [--compose FILE ...] [--k8s FILE]
+    python tests/python/check_compose.py --compose A --compose B --certs DIR --print-ingest-env
+
+With --print-ingest-env it prints, as JSON, the KAFKA_CONSUMER_* variables of
+the merged stack's ingest service, each path inside the container replaced
+by the host file mounted there (.compose-ssl/ read as DIR), and checks nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -39,6 +56,17 @@ IMAGES = {
     "writer-hoglake": ("millpond-writer", set()),
 }
 CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
+# The stacks checked by default: each a list of files laid over each other.
+STACKS = [["docker-compose.yml"], ["docker-compose.yml", "docker-compose.ssl.yml"]]
+# Where scripts/make-ssl-certs.sh writes by default (the SSL stack mounts it).
+CERTS = ".compose-ssl"
+# The files the apache/kafka image reads from /etc/kafka/secrets when a
+# listener is SSL (its configure script refuses to start without them).
+KAFKA_SECRETS = "/etc/kafka/secrets"
+KAFKA_SSL_FILES = ("KAFKA_SSL_KEYSTORE_FILENAME", "KAFKA_SSL_KEYSTORE_CREDENTIALS", "KAFKA_SSL_KEY_CREDENTIALS")
+# Sequences Compose merges across files (volumes by their target); any
+# other value of a later file replaces the earlier one.
+MERGED_LISTS = {"ports", "expose", "dns", "dns_search", "tmpfs", "extra_hosts", "volumes", "devices"}
 
 
 class Report:
@@ -79,6 +107,96 @@ def depends(service: dict) -> dict[str, str]:
     return {k: (v or {}).get("condition", "service_started") for k, v in deps.items()}
 
 
+def volume(entry) -> tuple[str, str]:
+    """(source, target) of a short (`src:dst[:mode]`) or long volume entry."""
+    if isinstance(entry, dict):
+        return str(entry.get("source", "")), str(entry.get("target", ""))
+    parts = str(entry).split(":")
+    return (parts[0], parts[1]) if len(parts) > 1 else ("", parts[0])
+
+
+def merge(base, over, key: str = ""):
+    """`over` laid over `base` as Compose lays a later file over an earlier one."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            if k == "environment":
+                out[k] = {**environment({k: base.get(k)}), **environment({k: v})}
+            else:
+                out[k] = merge(base[k], v, k) if k in base else v
+        return out
+    if key in MERGED_LISTS and isinstance(base, list) and isinstance(over, list):
+        if key in ("volumes", "devices"):
+            targets = {volume(v)[1] for v in over}
+            return [v for v in base if volume(v)[1] not in targets] + over
+        return base + [v for v in over if v not in base]
+    return over
+
+
+def load_stack(paths: list[Path]) -> dict:
+    doc: dict = {}
+    for path in paths:
+        doc = merge(doc, yaml.safe_load(path.read_text()))
+    return doc
+
+
+def host_file(service: dict, container_path: str, certs: Path | None) -> Path | None:
+    """The host file a bind mount of `service` puts at `container_path`, with
+    .compose-ssl/ read as `certs`; None when no bind mount provides it."""
+    for entry in service.get("volumes") or []:
+        source, target = volume(entry)
+        if not source.startswith((".", "/")):
+            continue  # a named volume
+        if container_path == target or container_path.startswith(target.rstrip("/") + "/"):
+            host = (REPO / source).resolve() / container_path[len(target):].lstrip("/")
+            if certs is not None:
+                try:
+                    host = certs / host.relative_to((REPO / CERTS).resolve())
+                except ValueError:
+                    pass
+            return host
+    return None
+
+
+def listeners(env: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Advertised listener name -> (host:port, security protocol)."""
+    protocols = dict(p.split(":", 1) for p in env.get("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "").split(",") if ":" in p)
+    out = {}
+    for item in filter(None, env.get("KAFKA_ADVERTISED_LISTENERS", "").split(",")):
+        name, _, address = item.partition("://")
+        out[name] = (address, protocols.get(name, name))
+    return out
+
+
+def check_kafka(r: Report, name: str, services: dict[str, dict], certs: Path | None) -> None:
+    """Ingest against the broker services of the same stack."""
+    env = environment(services[name])
+    advertised = {}
+    for broker, s in services.items():
+        benv = environment(s)
+        for listener, (address, protocol) in listeners(benv).items():
+            advertised[address] = (broker, listener, protocol)
+        if any(p == "SSL" or p.endswith("_SSL") for _, p in listeners(benv).values()):
+            for var in KAFKA_SSL_FILES:
+                value = benv.get(var, "")
+                found = host_file(s, f"{KAFKA_SECRETS}/{value}", certs) if value else None
+                r.check(found is not None and found.is_file(),
+                        f"{broker}: {var} ({value or 'unset'}) is a file mounted in {KAFKA_SECRETS}"
+                        + (f" ({found})" if found else ""))
+    protocol = env.get("KAFKA_CONSUMER_SECURITY_PROTOCOL", "PLAINTEXT").upper()
+    for address in filter(None, env.get("KAFKA_BOOTSTRAP_SERVERS", "").split(",")):
+        target = advertised.get(address.strip())
+        r.check(target is not None, f"{name}: bootstrap {address} is a listener a broker service advertises")
+        if target:
+            r.check(target[2].upper() == protocol,
+                    f"{name}: speaks {protocol} to {target[0]}'s {target[1]} listener ({target[2]})")
+    for var, value in sorted(env.items()):
+        if var.startswith("KAFKA_CONSUMER_") and var.endswith("_LOCATION"):
+            found = host_file(services[name], value, certs)
+            r.check(found is not None and found.is_file(),
+                    f"{name}: {var} ({value}) is a file a bind mount provides" + (f" ({found})" if found else ""))
+
+
 def check_env(r: Report, where: str, image: str, env: dict[str, str], reads: dict[str, Reads]) -> None:
     package, _ = IMAGES[image]
     unread = sorted(v for v in env if not reads[image].reads(v))
@@ -86,8 +204,9 @@ def check_env(r: Report, where: str, image: str, env: dict[str, str], reads: dic
             + (f"; not read: {', '.join(unread)}" if unread else f" ({len(env)} set)"))
 
 
-def check_compose(r: Report, path: Path, reads: dict[str, Reads]) -> None:
-    doc = yaml.safe_load(path.read_text())
+def check_compose(r: Report, paths: list[Path], reads: dict[str, Reads], certs: Path | None) -> None:
+    doc = load_stack(paths)
+    path = Path(" + ".join(p.name for p in paths))
     r.check(isinstance(doc, dict) and isinstance(doc.get("services"), dict), f"{path.name} parses, with services")
     services: dict[str, dict] = doc["services"]
     one_shot = {d for s in services.values() for d, c in depends(s).items() if c == "service_completed_successfully"}
@@ -131,6 +250,7 @@ def check_compose(r: Report, path: Path, reads: dict[str, Reads]) -> None:
             writer = services[name].get("network_mode", "").removeprefix("service:")
             r.check(image_of.get(writer, "").startswith("writer-"),
                     f"{name}: shares the network namespace of a writer (network_mode: service:{writer})")
+            check_kafka(r, name, services, certs)
 
 
 def check_k8s(r: Report, path: Path, reads: dict[str, Reads]) -> None:
@@ -158,24 +278,53 @@ def documented() -> set[str]:
     return names
 
 
+def ingest_env(paths: list[Path], certs: Path) -> dict[str, str]:
+    """KAFKA_CONSUMER_* of the stack's ingest, container paths as host files."""
+    services = load_stack(paths)["services"]
+    (name,) = [n for n, s in services.items() if (s.get("build") or {}).get("target") == "ingest"]
+    out = {}
+    for var, value in environment(services[name]).items():
+        if var.startswith("KAFKA_CONSUMER_"):
+            found = host_file(services[name], value, certs) if value.startswith("/") else None
+            out[var] = str(found) if found else value
+    return out
+
+
+def make_certs(into: Path) -> None:
+    subprocess.run(["bash", str(REPO / "scripts/make-ssl-certs.sh"), str(into)], check=True, stdout=subprocess.DEVNULL)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--compose", type=Path, default=REPO / "docker-compose.yml")
+    parser.add_argument("--compose", type=Path, action="append",
+                        help="a compose file; repeat to lay files over each other (default: each stack of STACKS)")
     parser.add_argument("--k8s", type=Path, default=REPO / "deploy/k8s/millpond.yaml")
+    parser.add_argument("--certs", type=Path, help="what scripts/make-ssl-certs.sh made (default: made afresh)")
+    parser.add_argument("--print-ingest-env", action="store_true")
     args = parser.parse_args()
-    r = Report()
-    try:
-        reads = {image: binary_reads(REPO, package, features) for image, (package, features) in IMAGES.items()}
-    except ScanError as e:
-        r.check(False, f"scan of the Rust sources: {e}")
-        return 1
-    for image, rd in reads.items():
-        print(f"scan: {image} reads {len(rd.names)} variables, prefixes {sorted(rd.prefixes) or 'none'}")
-    missed = sorted(n for n in documented() if not any(rd.reads(n) for rd in reads.values()))
-    r.check(not missed, f"every variable the README documents ({len(documented())}) is found read by the scan"
-            + (f"; not found: {', '.join(missed)}" if missed else ""))
-    check_compose(r, args.compose, reads)
-    check_k8s(r, args.k8s, reads)
+    stacks = [args.compose] if args.compose else [[REPO / f for f in stack] for stack in STACKS]
+    with tempfile.TemporaryDirectory() as scratch:
+        certs = args.certs
+        if certs is None:
+            certs = Path(scratch) / "certs"
+            make_certs(certs)
+        if args.print_ingest_env:
+            print(json.dumps(ingest_env(stacks[0], certs.resolve())))
+            return 0
+        r = Report()
+        try:
+            reads = {image: binary_reads(REPO, package, features) for image, (package, features) in IMAGES.items()}
+        except ScanError as e:
+            r.check(False, f"scan of the Rust sources: {e}")
+            return 1
+        for image, rd in reads.items():
+            print(f"scan: {image} reads {len(rd.names)} variables, prefixes {sorted(rd.prefixes) or 'none'}")
+        missed = sorted(n for n in documented() if not any(rd.reads(n) for rd in reads.values()))
+        r.check(not missed, f"every variable the README documents ({len(documented())}) is found read by the scan"
+                + (f"; not found: {', '.join(missed)}" if missed else ""))
+        for stack in stacks:
+            check_compose(r, stack, reads, certs.resolve())
+        check_k8s(r, args.k8s, reads)
     print(f"compose check: {len(r.failures)} failed")
     return 1 if r.failures else 0
 

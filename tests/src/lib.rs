@@ -4,6 +4,7 @@
 pub mod fake_writer;
 pub mod flight;
 pub mod hoglake;
+pub mod http_endpoint;
 pub mod ingest;
 pub mod kafka;
 pub mod lake;
@@ -14,6 +15,7 @@ pub mod process;
 pub mod promql;
 pub mod proxy;
 pub mod sasl;
+pub mod sasl_proxy;
 pub mod scrape;
 pub mod tls;
 pub mod writer;

@@ -11,7 +11,10 @@ pub struct SaslCapture {
     messages: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
-fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+pub(crate) const OAUTHBEARER: &[u8] = b"OAUTHBEARER";
+
+/// One length-prefixed Kafka frame, without its length.
+pub(crate) fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     let mut len = [0u8; 4];
     s.read_exact(&mut len)?;
     let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
@@ -19,14 +22,14 @@ fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     Ok(frame)
 }
 
-fn reply(s: &mut TcpStream, correlation: &[u8], body: &[u8]) -> std::io::Result<()> {
+pub(crate) fn reply(s: &mut TcpStream, correlation: &[u8], body: &[u8]) -> std::io::Result<()> {
     s.write_all(&((correlation.len() + body.len()) as u32).to_be_bytes())?;
     s.write_all(correlation)?;
     s.write_all(body)
 }
 
 /// `error_code` and an array of `(api_key, min, max)`: ApiVersions v0.
-fn api_versions(error: i16, apis: &[(i16, i16, i16)]) -> Vec<u8> {
+pub(crate) fn api_versions(error: i16, apis: &[(i16, i16, i16)]) -> Vec<u8> {
     let mut b = error.to_be_bytes().to_vec();
     b.extend_from_slice(&(apis.len() as i32).to_be_bytes());
     for (key, min, max) in apis {
@@ -53,7 +56,7 @@ fn serve(mut s: TcpStream) -> std::io::Result<Vec<u8>> {
                 reply(&mut s, &correlation, &api_versions(0, &apis))?
             }
             17 => {
-                let mechanism = b"OAUTHBEARER";
+                let mechanism = OAUTHBEARER;
                 let mut body = 0i16.to_be_bytes().to_vec();
                 body.extend_from_slice(&1i32.to_be_bytes());
                 body.extend_from_slice(&(mechanism.len() as i16).to_be_bytes());
@@ -84,18 +87,21 @@ impl SaslCapture {
         }
     }
 
-    /// The bearer tokens received so far (the SASL message inside is
-    /// `n,,\x01auth=Bearer <token>\x01\x01`).
+    /// The bearer tokens received so far.
     pub fn tokens(&self) -> Vec<String> {
         self.messages
             .lock()
             .unwrap()
             .iter()
-            .filter_map(|m| {
-                let text = String::from_utf8_lossy(m);
-                let (_, rest) = text.split_once("n,,\u{1}auth=Bearer ")?;
-                Some(rest.split('\u{1}').next()?.to_owned())
-            })
+            .filter_map(|m| bearer_token(m))
             .collect()
     }
+}
+
+/// The bearer token in a SaslAuthenticate request (the SASL message inside
+/// is `n,,\x01auth=Bearer <token>\x01\x01`).
+pub(crate) fn bearer_token(frame: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(frame);
+    let (_, rest) = text.split_once("n,,\u{1}auth=Bearer ")?;
+    Some(rest.split('\u{1}').next()?.to_owned())
 }

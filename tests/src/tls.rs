@@ -1,5 +1,6 @@
-//! TLS for tests: a CA and a server certificate for 127.0.0.1 (rcgen), and
-//! a TLS-terminating proxy (tokio-rustls) in front of a plaintext broker.
+//! TLS for tests: a CA and a server certificate for 127.0.0.1 (rcgen) or
+//! one read from PEM, and a TLS-terminating proxy (tokio-rustls) in front
+//! of a plaintext broker.
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use rcgen::{
     KeyPair, KeyUsagePurpose,
 };
 use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 use tokio_rustls::rustls::{crypto, ServerConfig};
 use tokio_rustls::TlsAcceptor;
@@ -23,6 +25,19 @@ pub struct TestCa {
 pub struct ServerCert {
     cert: CertificateDer<'static>,
     key: Vec<u8>,
+}
+
+impl ServerCert {
+    /// A certificate and its PKCS#8 key from PEM text (the first of each).
+    pub fn from_pem(cert: &str, key: &str) -> ServerCert {
+        ServerCert {
+            cert: CertificateDer::from_pem_slice(cert.as_bytes()).unwrap(),
+            key: PrivatePkcs8KeyDer::from_pem_slice(key.as_bytes())
+                .unwrap()
+                .secret_pkcs8_der()
+                .to_vec(),
+        }
+    }
 }
 
 impl TestCa {

@@ -140,6 +140,61 @@ mod tests {
         assert_eq!(ctx.last_error(), None);
     }
 
+    /// librdkafka asks for the next token 80 % into the current one's
+    /// remaining lifetime, so before it expires: with a token 10 s from
+    /// expiry (a signing clock 890 s behind), the callback runs again after
+    /// about 8 s. MSK IAM's 900 s tokens are so renewed every 12 minutes.
+    #[test]
+    fn librdkafka_asks_for_a_new_token_before_the_current_one_expires() {
+        use rdkafka::consumer::BaseConsumer;
+        use std::sync::{Arc, Mutex};
+        use std::time::{Instant, SystemTime};
+
+        struct Counted(Arc<Mutex<Vec<Instant>>>);
+        impl CredentialSource for Counted {
+            fn keys(&self) -> Result<AwsKeys, String> {
+                self.0.lock().unwrap().push(Instant::now());
+                Ok(AwsKeys {
+                    key_id: "AKIDTEST".into(),
+                    secret: Secret::new("s3cr3t-value"),
+                    session_token: None,
+                })
+            }
+        }
+        fn ten_s_left() -> SystemTime {
+            SystemTime::now() + Duration::from_secs(10) - crate::kafka::msk_iam::EXPIRES
+        }
+        let signed = Arc::new(Mutex::new(Vec::new()));
+        let ctx = KafkaContext::new(
+            IngestMetrics::new(&new_registry("p", "")),
+            Some(MskIamTokens {
+                region: "us-east-1".into(),
+                credentials: Box::new(Counted(signed.clone())),
+                clock: ten_s_left,
+            }),
+        );
+        // No broker is needed: the client asks for tokens on its own clock.
+        let consumer: BaseConsumer<KafkaContext> = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:9")
+            .set("group.id", "token-refresh")
+            .set("security.protocol", "SASL_PLAINTEXT")
+            .set("sasl.mechanism", "OAUTHBEARER")
+            .create_with_context(ctx)
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(15);
+        while signed.lock().unwrap().len() < 2 && Instant::now() < until {
+            let _ = consumer.poll(Duration::from_millis(100));
+        }
+        let signed = signed.lock().unwrap().clone();
+        assert!(signed.len() >= 2, "one token in 15 s: {signed:?}");
+        let gap = signed[1] - signed[0];
+        // 80 % of 9-10 s (the expiry is in whole seconds), before expiry.
+        assert!(
+            gap > Duration::from_secs(6) && gap < Duration::from_secs(10),
+            "{gap:?}"
+        );
+    }
+
     #[test]
     fn a_credential_failure_is_an_error_librdkafka_retries_and_startup_reports() {
         let ctx = context(Box::new(Refused));

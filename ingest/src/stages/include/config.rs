@@ -166,10 +166,60 @@ mod tests {
     const TOKEN_VALUE: &str = "t0ken-hunter2";
 
     fn read(pairs: &[(&str, &str)]) -> Result<IncludeConfig, String> {
+        read_with(pairs, true).map(|c| c.unwrap())
+    }
+
+    fn read_with(pairs: &[(&str, &str)], keep: bool) -> Result<Option<IncludeConfig>, String> {
         let env = Env::from_pairs(pairs.iter().copied());
         let mut r = EnvReader::new(&env);
-        let cfg = from_env(&mut r, true);
-        r.finish().map(|()| cfg.unwrap()).map_err(|e| e.to_string())
+        let cfg = from_env(&mut r, keep);
+        r.finish().map(|()| cfg).map_err(|e| e.to_string())
+    }
+
+    /// Each rule of the matrix names its variable; all are reported at once.
+    #[test]
+    fn the_startup_matrix_names_each_variable() {
+        let https = "https://allow.internal/teams";
+        // A URL without the keep-filter.
+        let e = read_with(&[(URL, https)], false).unwrap_err();
+        assert!(
+            e.contains(&format!("{URL}: requires the keep-filter")),
+            "{e}"
+        );
+        // A mode or auth variables without a URL, all named together.
+        let e = read_with(
+            &[
+                (MODE, "authoritative"),
+                (HEADER, "X-Key"),
+                (TOKEN, TOKEN_VALUE),
+            ],
+            true,
+        )
+        .unwrap_err();
+        assert!(e.starts_with("3 configuration error(s)"), "{e}");
+        for var in [MODE, HEADER, TOKEN] {
+            assert!(e.contains(&format!("{var}: is set without {URL}")), "{e}");
+        }
+        assert!(!e.contains(TOKEN_VALUE), "{e}");
+        // The header name and the token go together, either way round.
+        let e = read(&[(URL, https), (HEADER, "X-Key")]).unwrap_err();
+        assert!(
+            e.contains(&format!("{TOKEN}: is required with {HEADER}")),
+            "{e}"
+        );
+        let e = read(&[(URL, https), (TOKEN, TOKEN_VALUE)]).unwrap_err();
+        assert!(
+            e.contains(&format!("{HEADER}: is required with {TOKEN}")),
+            "{e}"
+        );
+        assert!(!e.contains(TOKEN_VALUE), "{e}");
+        // Nothing set: no source, no error.
+        assert!(read_with(&[], false).unwrap().is_none());
+        let cfg = read(&with_auth(https)).unwrap();
+        assert_eq!(
+            cfg.auth.map(|(h, t)| (h, t.expose().to_owned())),
+            Some(("X-Internal-Secret".into(), TOKEN_VALUE.into()))
+        );
     }
 
     fn with_auth(url: &str) -> Vec<(&str, &str)> {

@@ -22,9 +22,29 @@ pub struct Source {
 /// How often the wait for the first poll looks at the stop.
 const STOP_CHECK: Duration = Duration::from_millis(100);
 
+/// What the poller tells a waiting authoritative start about each poll,
+/// until one is accepted.
+#[derive(Debug)]
+enum FirstPoll {
+    Accepted,
+    Refused(&'static str),
+    Failed(String),
+}
+
+impl std::fmt::Display for FirstPoll {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FirstPoll::Accepted => write!(f, "accepted"),
+            FirstPoll::Refused(reason) => write!(f, "refused by the safety rules ({reason})"),
+            FirstPoll::Failed(e) => write!(f, "failed ({e})"),
+        }
+    }
+}
+
 /// Starts polling. In authoritative mode it returns only after the first
-/// successful poll, or fails after the startup timeout, or with
-/// [`Stopped`] at the stop.
+/// poll the safety rules accept (a failed or refused one keeps it
+/// waiting), or fails after the startup timeout, or with [`Stopped`] at
+/// the stop.
 pub fn start(
     cfg: &IncludeConfig,
     pins: &Values,
@@ -48,29 +68,48 @@ pub fn start(
         set,
         live: live.clone(),
         metrics,
-        first: Some(first_tx),
+        first: (cfg.mode == Mode::Authoritative).then_some(first_tx),
     };
     std::thread::Builder::new()
         .name("include-values".into())
         .spawn(move || poller.run())?;
     if cfg.mode == Mode::Authoritative {
-        let until = Instant::now() + cfg.startup_timeout;
-        loop {
-            if stop.is_stopped() {
-                return Err(Stopped.into());
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            match first_rx.recv_timeout(left.min(STOP_CHECK)) {
-                Ok(()) => break,
-                Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() => continue,
-                Err(_) => anyhow::bail!(
-                    "MILLPOND_INCLUDE_VALUES_URL: no successful poll within {}s (MILLPOND_INCLUDE_VALUES_STARTUP_TIMEOUT_S); authoritative mode does not start on a stale set",
-                    cfg.startup_timeout.as_secs()
-                ),
-            }
-        }
+        wait_for_an_accepted_poll(cfg, &first_rx, stop)?;
     }
     Ok(Source { live })
+}
+
+/// Authoritative mode never starts on a set it has not accepted: nothing
+/// is consumed until a poll passes the safety rules.
+fn wait_for_an_accepted_poll(
+    cfg: &IncludeConfig,
+    first: &mpsc::Receiver<FirstPoll>,
+    stop: &Stop,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let until = started + cfg.startup_timeout;
+    let mut last: Option<FirstPoll> = None;
+    loop {
+        if stop.is_stopped() {
+            return Err(Stopped.into());
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        match first.recv_timeout(left.min(STOP_CHECK)) {
+            Ok(FirstPoll::Accepted) => return Ok(()),
+            Ok(poll) => {
+                tracing::warn!(poll = %poll, waited_s = started.elapsed().as_secs(),
+                    timeout_s = cfg.startup_timeout.as_secs(),
+                    "authoritative allowlist: no poll accepted yet; nothing is consumed until one is (MILLPOND_INCLUDE_VALUES_STARTUP_TIMEOUT_S)");
+                last = Some(poll);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() => {}
+            Err(_) => anyhow::bail!(
+                "MILLPOND_INCLUDE_VALUES_URL: no poll accepted within {}s (MILLPOND_INCLUDE_VALUES_STARTUP_TIMEOUT_S); last poll: {}; authoritative mode does not start on a set it has not accepted",
+                cfg.startup_timeout.as_secs(),
+                last.as_ref().map_or("none finished".to_owned(), |p| p.to_string())
+            ),
+        }
+    }
 }
 
 struct Poller {
@@ -79,7 +118,8 @@ struct Poller {
     set: IncludeSet,
     live: LiveValues,
     metrics: IncludeMetrics,
-    first: Option<mpsc::Sender<()>>,
+    /// Until a poll is accepted: where an authoritative start waits.
+    first: Option<mpsc::Sender<FirstPoll>>,
 }
 
 impl Poller {
@@ -90,6 +130,7 @@ impl Poller {
                 Err(e) => {
                     self.metrics.poll_failures.inc();
                     tracing::warn!(error = %e, "allowlist poll failed; keeping the last good set");
+                    self.tell_first(FirstPoll::Failed(e.to_string()));
                 }
             }
             let jitter = rand::rng().random_range(0.9..1.1);
@@ -112,9 +153,7 @@ impl Poller {
                 tracing::info!(action, values = ?list.iter().map(|v| v.label()).collect::<Vec<_>>(), "allowlist changed");
             }
         }
-        if applied.refused != Some(super::set::EMPTY)
-            && applied.refused != Some(super::set::TYPE_FLIP)
-        {
+        if applied.accepted() {
             let now = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap_or(Duration::ZERO);
@@ -139,8 +178,18 @@ impl Poller {
                     .set(remote.difference(pins).count() as i64);
             }
         }
-        if let Some(tx) = self.first.take() {
-            let _ = tx.send(());
+        self.tell_first(match applied.refused {
+            Some(reason) if !applied.accepted() => FirstPoll::Refused(reason),
+            _ => FirstPoll::Accepted,
+        });
+    }
+
+    fn tell_first(&mut self, poll: FirstPoll) {
+        let done = matches!(poll, FirstPoll::Accepted);
+        if let Some(tx) = &self.first {
+            if tx.send(poll).is_err() || done {
+                self.first = None;
+            }
         }
     }
 }

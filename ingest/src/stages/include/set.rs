@@ -47,6 +47,15 @@ pub struct Applied {
     pub refused: Option<&'static str>,
 }
 
+impl Applied {
+    /// Whether the poll counts as a success: `empty` and `type_flip`
+    /// polls change nothing; a `bulk_removal` poll still applies its
+    /// additions.
+    pub fn accepted(&self) -> bool {
+        !matches!(self.refused, Some(EMPTY | TYPE_FLIP))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct IncludeSet {
     ints: bool,
@@ -193,20 +202,21 @@ mod tests {
     #[test]
     fn refusals_change_nothing_but_bulk_removal_keeps_its_additions() {
         let mut s = IncludeSet::new(&Values::Int(vec![1]), 1);
-        s.apply(ints(&[2, 3, 4, 5]));
-        assert_eq!(s.apply(vec![]).refused, Some(EMPTY));
-        assert_eq!(
-            s.apply(vec![Value::Text("2".into())]).refused,
-            Some(TYPE_FLIP)
-        );
+        assert!(s.apply(ints(&[2, 3, 4, 5])).accepted());
+        let empty = s.apply(vec![]);
+        assert_eq!((empty.refused, empty.accepted()), (Some(EMPTY), false));
+        let flip = s.apply(vec![Value::Text("2".into())]);
+        assert_eq!((flip.refused, flip.accepted()), (Some(TYPE_FLIP), false));
         let a = s.apply(ints(&[2, 9]));
         assert_eq!(
-            (a.refused, a.added.clone(), a.removed.clone()),
-            (Some(BULK_REMOVAL), ints(&[9]), vec![])
+            (a.refused, a.added.clone(), a.removed.clone(), a.accepted()),
+            (Some(BULK_REMOVAL), ints(&[9]), vec![], true)
         );
         assert_eq!(set(&s), [1, 2, 3, 4, 5, 9]);
-        // A pins-only set accepts an empty endpoint.
+        // A pins-only set accepts an empty endpoint; a first poll of the
+        // wrong type is refused.
         let mut p = IncludeSet::new(&Values::Int(vec![1]), 1);
+        assert!(!p.apply(vec![Value::Text("1".into())]).accepted());
         assert_eq!(p.apply(vec![]).refused, None);
         assert_eq!(p.pinned_only(), 1);
     }
