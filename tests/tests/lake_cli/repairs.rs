@@ -27,7 +27,7 @@ async fn heal_orphans_registers_lost_files_and_moves_the_rest_aside(backend: Bac
     let data = lake.data_path();
     let folder = format!("{data}main/events/");
     let live = lake.query(&format!(
-        "SELECT data_file_id, path FROM {META}.ducklake_data_file f JOIN {META}.ducklake_table t USING (table_id) \
+        "SELECT f.data_file_id, f.path FROM {META}.ducklake_data_file f JOIN {META}.ducklake_table t USING (table_id) \
          WHERE t.table_name = 'events' AND f.end_snapshot IS NULL ORDER BY 1"
     ));
     let (lost_id, _) = live[0].split_once('|').unwrap();
@@ -224,36 +224,36 @@ fn file_of(lake: &Lake, grp: &str) -> String {
 
 async fn repair_partition_values_sets_them_from_the_rows(backend: Backend) {
     let lake = Lake::new(backend, "parts");
+    std::fs::create_dir_all(lake.dir.path().join("lake")).unwrap();
     lake.execute("CREATE TABLE lake.main.parts (id BIGINT, grp VARCHAR, ts TIMESTAMP)");
     // Written before the table was partitioned: one file, two groups.
     lake.execute(
         "INSERT INTO lake.main.parts SELECT range, 'g' || (range % 2), TIMESTAMP '2023-05-01' FROM range(20)",
     );
     lake.execute("ALTER TABLE lake.main.parts SET PARTITIONED BY (grp, year(ts))");
-    for (i, (grp, ts)) in [
+    let groups = [
         ("a", "2024-01-01 10:00"),
-        ("b", "2025-06-01"),
+        ("b", "2024-06-01"),
         ("c", "2024-12-31 23:00"),
-    ]
-    .iter()
-    .enumerate()
-    {
+    ];
+    for (i, (grp, ts)) in groups.iter().chain(&groups[..2]).enumerate() {
         lake.execute(&format!(
             "INSERT INTO lake.main.parts SELECT range + {}, '{grp}', TIMESTAMP '{ts}' FROM range(20)",
             (i + 1) * 100
         ));
     }
     let hash = || lake.query("SELECT count(*), sum(hash(id, grp, ts)) FROM lake.main.parts");
-    let in_b = || {
+    let files = || {
         one(
             &lake,
-            "SELECT count(*) FROM lake.main.parts WHERE grp = 'b'",
+            "SELECT count(*) FROM ducklake_list_files('lake', 'parts')",
         )
     };
     let (before, values) = (hash(), partition_values(&lake));
-    assert_eq!(values.len(), 6, "{values:?}");
-    assert_eq!(in_b(), "20");
+    assert_eq!(values.len(), 10, "{values:?}");
 
+    // A file without values, a file of group b recorded as a, a year
+    // recorded as the string "null".
     let (a, b, c) = (
         file_of(&lake, "a"),
         file_of(&lake, "b"),
@@ -261,28 +261,41 @@ async fn repair_partition_values_sets_them_from_the_rows(backend: Backend) {
     );
     let pv = format!("{META}.ducklake_file_partition_value");
     lake.execute(&format!("DELETE FROM {pv} WHERE data_file_id = {a}"));
-    lake.execute(&format!("UPDATE {pv} SET partition_value = 'wrong' WHERE data_file_id = {b} AND partition_key_index = 0"));
-    lake.execute(&format!("UPDATE {pv} SET partition_value = 'null' WHERE data_file_id = {c} AND partition_key_index = 1"));
-    assert_eq!(in_b(), "0", "a wrong value hides the file from a query");
-    // The mixed file made part of the partitioning: it cannot be given one value.
+    lake.execute(&format!(
+        "UPDATE {pv} SET partition_value = 'a' WHERE data_file_id = {b} AND partition_key_index = 0"
+    ));
+    lake.execute(&format!(
+        "UPDATE {pv} SET partition_value = 'null' WHERE data_file_id = {c} AND partition_key_index = 1"
+    ));
+    let broken = lake_cli(&lake, &["compact", "--table", "parts", "--yes"]);
+    assert_eq!(
+        broken.code,
+        Some(1),
+        "compaction trips over the wrong values: {broken:#?}"
+    );
+    assert_eq!(files(), "6");
+    // The mixed file made part of the partitioning: it has no one value.
     let spec = one(
         &lake,
         &format!("SELECT max(partition_id) FROM {META}.ducklake_partition_info"),
     );
-    lake.execute(&format!(
-        "UPDATE {META}.ducklake_data_file SET partition_id = {spec} WHERE partition_id IS NULL AND end_snapshot IS NULL \
-         AND table_id = (SELECT table_id FROM {META}.ducklake_table WHERE table_name = 'parts')"
-    ));
+    let mixed = |to: &str| {
+        lake.execute(&format!(
+            "UPDATE {META}.ducklake_data_file SET partition_id = {to} WHERE data_file_id NOT IN \
+             (SELECT data_file_id FROM {pv}) AND data_file_id <> {a}"
+        ))
+    };
+    mixed(&spec);
 
     let dry = lake_cli(&lake, &["repair-partition-values", "--dry-run"]);
     assert_eq!(dry.code, Some(1), "{dry:#?}");
     assert!(
         dry.stdout
-            .contains("3 files checked, 4 values to set, 1 files that cannot be fixed"),
+            .contains("5 files checked, 4 values to set, 1 files that cannot be fixed"),
         "{dry:#?}"
     );
     assert!(dry.stdout.contains("its rows hold 2 values"), "{dry:#?}");
-    assert_eq!(in_b(), "0");
+    assert_eq!(partition_values(&lake).len(), 8);
     let run = lake_cli(&lake, &["repair-partition-values", "--yes"]);
     assert_eq!(run.code, Some(1), "the mixed file stays unfixed: {run:#?}");
     assert_eq!(
@@ -290,12 +303,8 @@ async fn repair_partition_values_sets_them_from_the_rows(backend: Backend) {
         values,
         "every value as DuckLake wrote it"
     );
-    assert_eq!(in_b(), "20");
     assert_eq!(hash(), before);
-    lake.execute(&format!(
-        "UPDATE {META}.ducklake_data_file SET partition_id = NULL WHERE data_file_id NOT IN \
-         (SELECT data_file_id FROM {pv})"
-    ));
+    mixed("NULL");
     let clean = lake_cli(
         &lake,
         &["repair-partition-values", "--table", "parts", "--yes"],
@@ -303,9 +312,12 @@ async fn repair_partition_values_sets_them_from_the_rows(backend: Backend) {
     assert!(
         clean
             .ok()
-            .contains("3 files checked, 0 values to set, 0 files"),
+            .contains("5 files checked, 0 values to set, 0 files"),
         "{clean:#?}"
     );
+    lake_cli(&lake, &["compact", "--table", "parts", "--yes"]).ok();
+    assert_eq!(files(), "4", "groups a and b merged, each within itself");
+    assert_eq!(hash(), before);
     lake_cli(&lake, &["fsck"]).ok();
 }
 

@@ -174,8 +174,8 @@ fn schedule_fixes(sql: &CatalogSql, data_path: &str, fixes: &mut Fixes) -> anyho
         fixes.described.push(format!("{path} taken off the schedule: the catalog still references it"));
     }
     let twice = sql.rows(&format!(
-        "SELECT s.path, min(s.data_file_id), CAST(min(s.schedule_start) AS VARCHAR), count(*), \
-         min(CASE WHEN coalesce(CAST(s.path_is_relative AS BOOLEAN), true) THEN 1 ELSE 0 END) \
+        "SELECT s.path, min(s.data_file_id) AS first_id, CAST(min(s.schedule_start) AS VARCHAR) AS first_start, \
+         count(*) AS times, min(CASE WHEN coalesce(CAST(s.path_is_relative AS BOOLEAN), true) THEN 1 ELSE 0 END) AS rel \
          FROM {m}ducklake_files_scheduled_for_deletion s WHERE {full} NOT IN {referenced} \
          GROUP BY s.path HAVING count(*) > 1 ORDER BY 1"
     ))?;
