@@ -157,10 +157,7 @@ fn stats_rows(lake: &Lake) -> Vec<String> {
         "ducklake_table_stats",
         "ducklake_table_column_stats",
     ] {
-        rows.extend(
-            lake.query(&format!("SELECT '{t}', * FROM {META}.{t}"))
-                .into_iter(),
-        );
+        rows.extend(lake.query(&format!("SELECT '{t}', * FROM {META}.{t}")));
     }
     rows.sort();
     rows

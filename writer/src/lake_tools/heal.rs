@@ -171,7 +171,7 @@ pub fn heal_orphans(
         .filter(|p| matches!(p.2, Verdict::Register { .. }))
         .count();
     let summary = format!(
-        "{} orphaned files in the tables' folders: {registering} to register, {} to move to {root}; {outside} elsewhere under the data path left alone",
+        "{} orphaned files in the tables' folders: {registering} to register, {} to move to {root}; {outside} elsewhere (outside the tables' folders) left alone",
         plan.len(),
         plan.len() - registering
     );

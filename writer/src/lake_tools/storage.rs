@@ -10,12 +10,14 @@ use crate::sink::ducklake::spool::remote::store;
 
 pub enum Storage {
     Local,
-    S3 {
-        bucket: String,
-        store: Box<dyn ObjectStore>,
-        runtime: tokio::runtime::Runtime,
-        cfg: LakeConfig,
-    },
+    S3(Box<Bucket>),
+}
+
+pub struct Bucket {
+    bucket: String,
+    store: Box<dyn ObjectStore>,
+    runtime: tokio::runtime::Runtime,
+    cfg: LakeConfig,
 }
 
 impl Storage {
@@ -31,12 +33,12 @@ impl Storage {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        Ok(Storage::S3 {
+        Ok(Storage::S3(Box::new(Bucket {
             store: Box::new(store(&bucket, s3).map_err(anyhow::Error::msg)?),
             bucket,
             runtime,
             cfg: cfg.clone(),
-        })
+        })))
     }
 
     /// Moves `from` to `to` (both in this storage); fails, leaving `from`
@@ -57,12 +59,13 @@ impl Storage {
                 })?;
                 Ok(())
             }
-            Storage::S3 {
-                bucket,
-                store,
-                runtime,
-                cfg,
-            } => {
+            Storage::S3(b) => {
+                let Bucket {
+                    bucket,
+                    store,
+                    runtime,
+                    cfg,
+                } = b.as_ref();
                 let key = |url: &str| {
                     url.strip_prefix(&format!("s3://{bucket}/"))
                         .map(Key::from)
