@@ -296,6 +296,56 @@ def maintenance_per_ducklake_pipeline(docs: Docs, values: dict[str, Any]) -> lis
     return problems
 
 
+SCHEDULES = [
+    {"name": "hourly", "schedule": "7 * * * *", "chain": ["flush-inlined", "compact-to-tier-1", "cleanup-all-safe"]},
+    {"name": "nightly", "schedule": "17 3 * * *", "args": ["expire-snapshots", "--older-than", "7d", "--yes"]},
+]
+
+
+def with_schedules(values: dict[str, Any]) -> dict[str, Any]:
+    """values with maintenance.schedules: a list of schedules, each with its own command chain."""
+    v = copy.deepcopy(values)
+    v.setdefault("maintenance", {}).update(enabled=True, schedules=copy.deepcopy(SCHEDULES))
+    return v
+
+
+def maintenance_schedules(docs: Docs, values: dict[str, Any]) -> list[str]:
+    """With maintenance.schedules, each DuckLake pipeline gets one CronJob per
+    schedule: its cron line, and its chain run as `millpond-lake --yes run ...`
+    (or its args), with the writer's lake settings."""
+    problems = []
+    ducklake = [p for p in values["pipelines"] if p["destination"] == "ducklake"]
+    jobs = kind(docs, "CronJob")
+    if len(jobs) != len(ducklake) * len(SCHEDULES):
+        problems.append(f"{len(jobs)} CronJobs for {len(ducklake)} DuckLake pipelines x {len(SCHEDULES)} schedules")
+    for p in ducklake:
+        for sched in SCHEDULES:
+            want = ["--yes", "run", *sched["chain"]] if "chain" in sched else sched["args"]
+            found = [
+                cj
+                for cj in jobs
+                if cj["metadata"]["name"].endswith(f"-maintain-{sched['name']}")
+                and env_value(cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0], "DUCKLAKE_TABLE") == p["table"]
+            ]
+            if len(found) != 1:
+                problems.append(f"{p['name']}: {len(found)} CronJobs for schedule {sched['name']}")
+                continue
+            cj = found[0]
+            c = cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+            if cj["spec"]["schedule"] != sched["schedule"]:
+                problems.append(f"{cj['metadata']['name']}: schedule {cj['spec']['schedule']!r}, want {sched['schedule']!r}")
+            if c.get("args") != want:
+                problems.append(f"{cj['metadata']['name']}: args {c.get('args')}, want {want}")
+            if cj["spec"].get("concurrencyPolicy") != "Forbid":
+                problems.append(f"{cj['metadata']['name']}: runs may overlap")
+    return problems
+
+
+def break_schedules(docs: Docs) -> None:
+    c = kind(docs, "CronJob")[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    c["args"] = ["maintain", "--yes"]
+
+
 def credentials_isolated(docs: Docs, values: dict[str, Any]) -> list[str]:
     problems = []
     for sts in kind(docs, "StatefulSet"):
@@ -427,6 +477,21 @@ REFUSED_VALUES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("grace too short", lambda v: v["shutdown"].update(terminationGracePeriodSeconds=60), "must exceed"),
     ("embedded DuckLake", lambda v: v["ducklake"]["env"].pop("DUCKLAKE_RDS_HOST"), "DUCKLAKE_RDS_HOST"),
     ("fractional replicas", lambda v: v["pipelines"][0].update(replicas=1.5), "whole number"),
+    (
+        "maintenance schedule named twice",
+        lambda v: v["maintenance"].update(schedules=[*SCHEDULES, SCHEDULES[0]]),
+        "is used twice",
+    ),
+    (
+        "maintenance schedule with chain and args",
+        lambda v: v["maintenance"].update(schedules=[{**SCHEDULES[0], "args": ["fsck"]}]),
+        "exactly one of chain",
+    ),
+    (
+        "maintenance schedule without a cron line",
+        lambda v: v["maintenance"].update(schedules=[{"name": "x", "chain": ["fsck"]}]),
+        "schedule is required",
+    ),
 ]
 
 
@@ -459,6 +524,11 @@ def main() -> int:
     for fn in RENDERED_CHECKS:
         check(fn.__name__, lambda fn=fn: fn(docs, values))
         check(f"{fn.__name__} fails on a broken render", lambda fn=fn: bites(fn, docs, values))
+    sched_values = with_schedules(values)
+    sched_docs = render(sched_values)
+    check("maintenance_schedules", lambda: maintenance_schedules(sched_docs, sched_values))
+    check("maintenance_schedules fails on a broken render", lambda: bites_with(maintenance_schedules, break_schedules, sched_docs, sched_values))
+    check("maintenance_schedules renders valid objects", lambda: schemas_validate(sched_docs, sched_values))
     for label, mutate, words in REFUSED_VALUES:
         check(f"refused: {label}", lambda mutate=mutate, words=words: refused(values, mutate, words))
     check("deploy/k8s/millpond.yaml is the chart's render", example_is_current)
@@ -471,6 +541,14 @@ def main() -> int:
 def bites(fn: Callable[[Docs, dict[str, Any]], list[str]], docs: Docs, values: dict[str, Any]) -> list[str]:
     broken = copy.deepcopy(docs)
     BREAKS[fn.__name__](broken)
+    return [] if fn(broken, values) else ["passed on a broken render"]
+
+
+def bites_with(
+    fn: Callable[[Docs, dict[str, Any]], list[str]], breaker: Callable[[Docs], None], docs: Docs, values: dict[str, Any]
+) -> list[str]:
+    broken = copy.deepcopy(docs)
+    breaker(broken)
     return [] if fn(broken, values) else ["passed on a broken render"]
 
 

@@ -235,9 +235,13 @@ impl Lake {
                 } else {
                     EmbeddedFormat::DuckDb
                 };
+                let catalog = match self.env_value("DUCKLAKE_CATALOG_PATH") {
+                    Some(path) => PathBuf::from(path),
+                    None => dir.join(format.default_file()),
+                };
                 format!(
                     "ATTACH '{}' AS lake (DATA_PATH '{}/data/'{mode})",
-                    format.attach_target(&dir.join(format.default_file())),
+                    format.attach_target(&catalog),
                     dir.display()
                 )
             }
@@ -263,6 +267,51 @@ impl Lake {
         };
         conn.execute_batch(&attach)?;
         Ok(conn)
+    }
+
+    /// A second lake with a copy of this one's catalog and the same data
+    /// path (files are shared, not copied): for comparing what two
+    /// commands do to the same catalog. Take it while nothing has the
+    /// catalog open.
+    pub fn clone_catalog(&self) -> Lake {
+        let mut env = self.env.clone();
+        let pg_database = match self.backend {
+            Backend::PostgresS3 => {
+                let db = unique("lake");
+                let from = self.pg_database.as_ref().unwrap();
+                // Refused while a session (autovacuum too) is in the source.
+                let sql = format!("CREATE DATABASE {db} TEMPLATE {from}");
+                let admin = required_env("MILLPOND_TEST_PG_DB");
+                let mut tries = 0;
+                while let Err(err) = try_psql_in(&admin, &sql) {
+                    tries += 1;
+                    assert!(tries < 40, "{sql}: {err}");
+                    std::thread::sleep(std::time::Duration::from_millis(250));
+                }
+                env.retain(|(k, _)| k != "DUCKLAKE_RDS_DATABASE");
+                env.push(("DUCKLAKE_RDS_DATABASE".into(), db.clone()));
+                Some(db)
+            }
+            _ => {
+                let dir = PathBuf::from(self.env_value("MILLPOND_LAKE_DIR").unwrap());
+                let format = if self.backend == Backend::Embedded {
+                    EmbeddedFormat::Sqlite
+                } else {
+                    EmbeddedFormat::DuckDb
+                };
+                let copy = dir.join(format!("clone-{}", format.default_file()));
+                std::fs::copy(dir.join(format.default_file()), &copy).unwrap();
+                env.push(("DUCKLAKE_CATALOG_PATH".into(), copy.display().to_string()));
+                None
+            }
+        };
+        Lake {
+            backend: self.backend,
+            table: self.table.clone(),
+            env,
+            dir: tempfile::tempdir().unwrap(),
+            pg_database,
+        }
     }
 
     pub fn count(&self) -> i64 {
@@ -381,11 +430,16 @@ impl Lake {
 
     /// Every object under the data path and its size, as storage lists it.
     pub fn storage_files(&self) -> std::collections::BTreeMap<String, i64> {
+        self.files_under(&self.data_path())
+    }
+
+    /// Every object under `prefix` (a folder or an `s3://` prefix ending
+    /// in `/`) and its size.
+    pub fn files_under(&self, prefix: &str) -> std::collections::BTreeMap<String, i64> {
         let conn = self.reader();
         let mut stmt = conn
             .prepare(&format!(
-                "SELECT filename, size FROM read_blob('{}**')",
-                self.data_path()
+                "SELECT filename, size FROM read_blob('{prefix}**')"
             ))
             .unwrap();
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -400,6 +454,15 @@ impl Lake {
         self.reader()
             .execute_batch(&format!(
                 "COPY (SELECT range AS x, 'padding-' || range AS y FROM range({rows})) TO '{path}' (FORMAT parquet)"
+            ))
+            .unwrap();
+    }
+
+    /// Copies a file byte for byte (in storage, behind the catalog's back).
+    pub fn copy_storage_file(&self, from: &str, to: &str) {
+        self.reader()
+            .execute_batch(&format!(
+                "COPY (SELECT content FROM read_blob('{from}')) TO '{to}' (FORMAT BLOB)"
             ))
             .unwrap();
     }

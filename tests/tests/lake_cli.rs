@@ -370,6 +370,12 @@ macro_rules! both_backends {
     };
 }
 
+// The commands beyond DuckLake's own functions, each on both backends.
+#[path = "lake_cli/maintenance.rs"]
+mod maintenance;
+#[path = "lake_cli/repairs.rs"]
+mod repairs;
+
 both_backends!(
     compact_leaves_fewer_files_and_the_same_rows,
     expire_and_cleanup_free_only_expired_snapshots_files,

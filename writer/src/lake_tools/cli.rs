@@ -2,9 +2,11 @@
 //! writer's DUCKLAKE_* / DUCKDB_S3_* variables), never from flags.
 use std::time::Duration;
 
-use clap::{ArgGroup, Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
-use super::units::{parse_duration, parse_size};
+pub use super::cli_args::{CompactArgs, ExpireArgs, MaintainArgs};
+use super::recipes::RECIPES;
+use super::units::parse_duration;
 
 /// Maintenance and lake-state metrics for a Millpond DuckLake.
 #[derive(Parser, Debug)]
@@ -26,17 +28,17 @@ pub enum Command {
         #[arg(long)]
         sql: Vec<String>,
     },
-    /// Expire snapshots: older than a duration, or all but the newest N.
-    #[command(group(ArgGroup::new("which").required(true).args(["older_than", "keep_last"])))]
-    Expire {
-        /// e.g. 7d, 12h.
-        #[arg(long, value_parser = parse_duration)]
-        older_than: Option<Duration>,
-        /// Keep the newest N snapshots.
-        #[arg(long)]
-        keep_last: Option<u64>,
-        #[arg(long)]
-        dry_run: bool,
+    /// Expire snapshots with DuckLake's own expiry: older than a duration,
+    /// or all but the newest N.
+    Expire(ExpireArgs),
+    /// Expire snapshots in the catalog's own database, in batches: for a
+    /// catalog too large for `expire` (the same result as DuckLake's).
+    ExpireSnapshots {
+        #[command(flatten)]
+        which: ExpireArgs,
+        /// Snapshots per transaction.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+        batch_size: u64,
     },
     /// Delete files scheduled for deletion (by expiry or compaction).
     Cleanup {
@@ -44,6 +46,11 @@ pub enum Command {
         /// use younger ones).
         #[arg(long, value_parser = parse_duration, default_value = "1d")]
         older_than: Duration,
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Delete every file scheduled for deletion, however recently.
+    CleanupAll {
         #[arg(long)]
         dry_run: bool,
     },
@@ -61,6 +68,42 @@ pub enum Command {
         /// Delete them; without it the files are only listed.
         #[arg(long)]
         execute: bool,
+    },
+    /// Orphans in a table's folder: register those that fit the table and
+    /// whose rows it lacks, move the rest aside. Never deletes.
+    HealOrphans {
+        #[arg(long, value_parser = parse_duration, default_value = "1d")]
+        older_than: Duration,
+        /// `table` (in DUCKLAKE_SCHEMA) or `schema.table`; default all.
+        #[arg(long)]
+        table: Option<String>,
+        /// Where files are moved aside (default: beside the data path,
+        /// `<data path>-quarantine/`).
+        #[arg(long)]
+        quarantine: Option<String>,
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Fix deletion bookkeeping held twice: several live delete files for
+    /// one data file, a path scheduled twice or while still referenced.
+    DedupDeletions {
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Remove statistics and partition values of files and tables the
+    /// catalog no longer has.
+    PurgeOrphanStats {
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Set each live file's partition values from its rows where the
+    /// catalog's are missing or wrong.
+    RepairPartitionValues {
+        /// `table` (in DUCKLAKE_SCHEMA) or `schema.table`; default all.
+        #[arg(long)]
+        table: Option<String>,
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Check that every referenced file exists with its recorded size, and
     /// that the catalog is consistent. Exits 1 when it finds a problem.
@@ -80,9 +123,21 @@ pub enum Command {
     },
     /// Tiered compaction: merge small files into medium, medium into large.
     Compact(CompactArgs),
+    /// What each compaction tier would merge, per table; changes nothing.
+    CompactProbe {
+        /// `table` (in DUCKLAKE_SCHEMA) or `schema.table`; default all.
+        #[arg(long)]
+        table: Option<String>,
+    },
     /// The safe chain: flush inlined rows, compact, expire old snapshots,
     /// delete old scheduled files, and report (never delete) orphans.
     Maintain(MaintainArgs),
+    /// Run recipes (commands without arguments) in order, stopping at the
+    /// first that fails: one flat chain for a CronJob.
+    Run {
+        #[arg(required = true, value_parser = clap::builder::PossibleValuesParser::new(RECIPES.iter().map(|r| r.name)))]
+        recipes: Vec<String>,
+    },
     /// Create the catalog btrees on a Postgres catalog (CONCURRENTLY, IF NOT
     /// EXISTS).
     BootstrapIndexes {
@@ -98,53 +153,6 @@ pub enum Command {
         #[arg(long, requires = "once")]
         push_url: Option<String>,
     },
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct CompactArgs {
-    /// Tiers to run (1: <1MiB -> 5MiB, 2: 1-10MiB -> 32MiB, 3: 10-64MiB ->
-    /// 128MiB); repeat or comma-separate; default all, in order.
-    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=3))]
-    pub tier: Vec<u8>,
-    /// `table` (in DUCKLAKE_SCHEMA) or `schema.table`; default all.
-    #[arg(long)]
-    pub table: Option<String>,
-    #[arg(long)]
-    pub dry_run: bool,
-    /// DuckDB threads for the merge.
-    #[arg(long)]
-    pub threads: Option<u32>,
-    /// DuckDB memory limit for the merge, e.g. 4GB.
-    #[arg(long, value_parser = memory_limit)]
-    pub memory_limit: Option<String>,
-    /// At most this many merges per table and tier in one run.
-    #[arg(long)]
-    pub max_files: Option<u64>,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct MaintainArgs {
-    #[arg(long, value_parser = parse_duration, default_value = "7d")]
-    pub expire_older_than: Duration,
-    #[arg(long, value_parser = parse_duration, default_value = "1d")]
-    pub cleanup_older_than: Duration,
-    #[arg(long, value_parser = parse_duration, default_value = "1d")]
-    pub orphans_older_than: Duration,
-    /// Leave compaction out of the chain.
-    #[arg(long)]
-    pub no_compact: bool,
-    #[arg(long)]
-    pub dry_run: bool,
-    #[arg(long)]
-    pub threads: Option<u32>,
-    #[arg(long, value_parser = memory_limit)]
-    pub memory_limit: Option<String>,
-}
-
-/// A size DuckDB's memory_limit takes; checked here so it never reaches SQL
-/// unvalidated.
-fn memory_limit(text: &str) -> Result<String, String> {
-    parse_size(text).map(|_| text.trim().to_owned())
 }
 
 #[cfg(test)]
@@ -174,11 +182,28 @@ mod tests {
         assert!(cli.yes);
         assert!(matches!(
             cli.command,
-            Command::Expire {
+            Command::Expire(ExpireArgs {
                 keep_last: Some(3),
                 ..
-            }
+            })
         ));
+        let cli = Cli::try_parse_from([
+            "millpond-lake",
+            "expire-snapshots",
+            "--older-than",
+            "7d",
+            "--batch-size",
+            "50",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::ExpireSnapshots { batch_size: 50, .. }
+        ));
+        assert!(
+            Cli::try_parse_from(["millpond-lake", "expire-snapshots", "--batch-size", "5"])
+                .is_err()
+        );
     }
 
     #[test]
@@ -193,5 +218,27 @@ mod tests {
             Cli::try_parse_from(["millpond-lake", "compact", "--memory-limit", "4GB; DROP"])
                 .is_err()
         );
+        let cli =
+            Cli::try_parse_from(["millpond-lake", "compact", "--memory-limit", "512MiB"]).unwrap();
+        let Command::Compact(args) = cli.command else {
+            panic!()
+        };
+        assert_eq!(args.memory_limit.as_deref(), Some("536870912B"));
+    }
+
+    #[test]
+    fn run_takes_only_recipes() {
+        let cli = Cli::try_parse_from([
+            "millpond-lake",
+            "--yes",
+            "run",
+            "expire-7d",
+            "compact-all-tiers-default",
+            "cleanup-all-safe",
+        ])
+        .unwrap();
+        assert!(matches!(cli.command, Command::Run { recipes } if recipes.len() == 3));
+        assert!(Cli::try_parse_from(["millpond-lake", "run"]).is_err());
+        assert!(Cli::try_parse_from(["millpond-lake", "run", "expire"]).is_err());
     }
 }

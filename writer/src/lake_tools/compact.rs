@@ -13,9 +13,9 @@
 //! touched, so a run killed half-way leaves nothing to put back.
 use anyhow::Context;
 
-use super::catalog::{as_i64, as_string, meta, Lake, TableRef};
+use super::catalog::{as_i64, as_string, Lake, TableRef};
 use super::confirm::Ask;
-use super::units::bytes;
+use super::probe;
 use crate::sink::ducklake::sql::literal;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,30 +69,6 @@ pub struct Outcome {
     pub files_after: i64,
 }
 
-/// Files of each table in the tier's band: (table, files, bytes).
-fn candidates(
-    lake: &Lake,
-    tier: &Tier,
-    tables: &[TableRef],
-) -> anyhow::Result<Vec<(TableRef, i64, i64)>> {
-    let rows = lake.rows(&format!(
-        "SELECT table_id::BIGINT, count(*)::BIGINT, sum(file_size_bytes)::BIGINT FROM {} \
-         WHERE end_snapshot IS NULL AND file_size_bytes >= {} AND file_size_bytes < {} \
-         GROUP BY 1 HAVING count(*) > 1",
-        meta("ducklake_data_file"),
-        tier.min,
-        tier.max
-    ))?;
-    Ok(tables
-        .iter()
-        .filter_map(|t| {
-            rows.iter()
-                .find(|r| as_i64(&r[0]) == t.id)
-                .map(|r| (t.clone(), as_i64(&r[1]), as_i64(&r[2])))
-        })
-        .collect())
-}
-
 fn live_count(lake: &Lake, tables: &[TableRef]) -> anyhow::Result<i64> {
     let files = lake.live_files()?;
     Ok(files
@@ -125,18 +101,9 @@ pub fn compact(
     let files_before = live_count(lake, tables)?;
     let mut planned = 0;
     for tier in &tiers {
-        for (t, files, size) in candidates(lake, tier, tables)? {
-            planned += files;
-            println!(
-                "compact: tier {} ({} .. {} -> {}): {}: {files} files, {} -> about {} files",
-                tier.n,
-                bytes(tier.min),
-                bytes(tier.max),
-                bytes(tier.target),
-                t.qualified(),
-                bytes(size as u64),
-                (size as u64).div_ceil(tier.target).max(1)
-            );
+        for p in probe::plan(lake, tier, tables)? {
+            planned += p.merged_files;
+            println!("compact: {}", probe::describe(tier, &p));
         }
     }
     if opts.dry_run || planned == 0 {
@@ -172,8 +139,10 @@ pub fn compact(
                 "SET ducklake_target_file_size = '{}B'",
                 tier.target
             ))?;
-            for (t, _, _) in candidates(lake, tier, tables)? {
-                merge(lake, tier, &t, opts.max_files)?;
+            for p in probe::plan(lake, tier, tables)? {
+                if p.merged_files > 0 {
+                    merge(lake, tier, &p.table, opts.max_files)?;
+                }
             }
         }
         Ok::<_, anyhow::Error>(())

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
 
-use super::units::parse_size;
 use crate::sink::dead_letters::table_setting;
 use crate::sink::ducklake::config::{LakeConfig, LAST_RECORDS_TABLE, OFFSETS_TABLE};
 
@@ -83,8 +82,11 @@ impl ToolConfig {
         let interval = Duration::from_secs(r.positive_u64("DUCKLAKE_METRICS_INTERVAL_S", 60));
         let small_file_bytes = match r.optional("DUCKLAKE_METRICS_SMALL_FILE_BYTES") {
             None => 10 << 20,
-            Some(v) => parse_size(&v).unwrap_or_else(|e| {
-                r.errors.push("DUCKLAKE_METRICS_SMALL_FILE_BYTES", e);
+            Some(v) => parse_size::parse_size(&v).unwrap_or_else(|e| {
+                r.errors.push(
+                    "DUCKLAKE_METRICS_SMALL_FILE_BYTES",
+                    format!("{v:?} is not a size like 10MiB: {e}"),
+                );
                 0
             }),
         };

@@ -17,7 +17,7 @@ pub mod lease_owner;
 mod offsets;
 mod pg_tls;
 pub mod session;
-mod spool;
+pub(crate) mod spool;
 pub mod sql;
 mod streamed;
 mod table;

@@ -253,7 +253,7 @@ fn endpoint_url(bucket: &str, s3: &S3Config) -> Option<String> {
 /// The bucket as DuckDB's settings describe it: an endpoint is `host:port`
 /// over https unless DUCKDB_S3_USE_SSL=false; `path` URL style addresses
 /// the bucket in the path.
-fn store(bucket: &str, s3: &S3Config) -> Result<object_store::aws::AmazonS3, String> {
+pub(crate) fn store(bucket: &str, s3: &S3Config) -> Result<object_store::aws::AmazonS3, String> {
     let mut b = AmazonS3Builder::new()
         .with_bucket_name(bucket)
         .with_access_key_id(s3.key_id.expose())
