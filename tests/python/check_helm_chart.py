@@ -7,7 +7,9 @@ tests/helm/values-multi.yaml (several pipelines, both destinations), and
 every rendered object is validated offline against the Kubernetes schemas
 (kubernetes-validate, strict). The checks on the rendered objects then each
 run once more against a deliberately broken copy and must fail there, so
-none of them can pass vacuously.
+none of them can pass vacuously. deploy/helm/original-values.yaml (the
+original's map form of `pipelines`) goes through the same checks, and the
+two forms of one set of pipelines must render the same objects.
 
 Exit 0 when every check passes; prints "N passed, M failed" last.
 
@@ -34,6 +36,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import helm_template as ht  # noqa: E402
 
 VALUES = ROOT / "tests" / "helm" / "values-multi.yaml"
+ORIGINAL_VALUES = ROOT / "deploy" / "helm" / "original-values.yaml"
 RELEASE, NAMESPACE = "millpond", "lake"
 KUBERNETES_VERSIONS = ["1.30.0", "1.37.0"]
 # The chart's rule (templates/_helpers.tpl, millpond.secretNamePattern).
@@ -65,9 +68,38 @@ def mebibytes(quantity: str) -> int:
     return int(quantity[:-2]) * units[quantity[-2:]]
 
 
+# What an entry of either form gets when it leaves a key out (the chart's
+# millpond.pipelineDefaults).
+PIPELINE_DEFAULTS = {"destination": "ducklake"}
+
+
+def entries(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pipelines of either form as list entries with the defaults, as the
+    chart reads them (millpond.pipelines): a map's key is the name, a null
+    map entry is no pipeline."""
+    pipes = values.get("pipelines") or []
+    if isinstance(pipes, dict):
+        pipes = [{"name": k, **v} for k, v in sorted(pipes.items()) if v is not None]
+    return [{**PIPELINE_DEFAULTS, **p} for p in pipes]
+
+
+def as_map(values: dict[str, Any]) -> dict[str, Any]:
+    """The same values with `pipelines` in the original's map form."""
+    out = copy.deepcopy(values)
+    out["pipelines"] = {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in out["pipelines"]}
+    return out
+
+
+def as_list(values: dict[str, Any]) -> dict[str, Any]:
+    """The same values with `pipelines` in the chart's list form, entries as written."""
+    out = copy.deepcopy(values)
+    out["pipelines"] = [{"name": k, **v} for k, v in out["pipelines"].items() if v is not None]
+    return out
+
+
 def pipeline_sts(docs: Docs, values: dict[str, Any]):
     by_name = {d["metadata"]["name"]: d for d in kind(docs, "StatefulSet")}
-    for p in values["pipelines"]:
+    for p in entries(values):
         yield p, by_name.get(f"{RELEASE}-{p['name']}")
 
 
@@ -75,7 +107,7 @@ def pipeline_sts(docs: Docs, values: dict[str, Any]):
 
 
 def one_statefulset_per_pipeline(docs: Docs, values: dict[str, Any]) -> list[str]:
-    want = sorted(f"{RELEASE}-{p['name']}" for p in values["pipelines"])
+    want = sorted(f"{RELEASE}-{p['name']}" for p in entries(values))
     problems = []
     for k in ("StatefulSet", "Service", "PodDisruptionBudget"):
         got = sorted(d["metadata"]["name"] for d in kind(docs, k))
@@ -308,6 +340,20 @@ def memory_follows_flush_size(docs: Docs, values: dict[str, Any]) -> list[str]:
     return problems
 
 
+def partitions_annotated(docs: Docs, values: dict[str, Any]) -> list[str]:
+    """An entry's `partitions` (the original's key) is on its StatefulSet,
+    and only there: ingest reads the count from the broker."""
+    problems = []
+    for p, sts in pipeline_sts(docs, values):
+        if sts is None:
+            continue
+        got = sts["metadata"].get("annotations", {}).get("millpond/partitions")
+        want = str(p["partitions"]) if "partitions" in p else None
+        if got != want:
+            problems.append(f"{p['name']}: millpond/partitions {got!r}, want {want!r}")
+    return problems
+
+
 def schemas_validate(docs: Docs, values: dict[str, Any]) -> list[str]:
     problems = []
     for version in KUBERNETES_VERSIONS:
@@ -334,6 +380,7 @@ RENDERED_CHECKS: list[Callable[[Docs, dict[str, Any]], list[str]]] = [
     no_inline_secrets,
     credentials_isolated,
     memory_follows_flush_size,
+    partitions_annotated,
     schemas_validate,
     maintenance_per_ducklake_pipeline,
 ]
@@ -388,6 +435,7 @@ BREAKS: dict[str, Callable[[Docs], None]] = {
         containers(first_sts(d))["ingest"], "DUCKDB_S3_SECRET_ACCESS_KEY", {"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
     ),
     "memory_follows_flush_size": break_memory,
+    "partitions_annotated": lambda d: first_sts(d)["metadata"].update(annotations={"millpond/partitions": "1"}),
     "schemas_validate": break_schema,
     "maintenance_per_ducklake_pipeline": lambda d: set_env(
         kind(d, "CronJob")[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0],
@@ -407,7 +455,26 @@ REFUSED_VALUES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("grace too short", lambda v: v["shutdown"].update(terminationGracePeriodSeconds=60), "must exceed"),
     ("embedded DuckLake", lambda v: v["ducklake"]["env"].pop("DUCKLAKE_RDS_HOST"), "DUCKLAKE_RDS_HOST"),
     ("fractional replicas", lambda v: v["pipelines"][0].update(replicas=1.5), "whole number"),
+    ("replicas as words", lambda v: v["pipelines"][0].update(replicas="eight"), "pipelines[events]: replicas must be a whole number"),
+    ("zero partitions", lambda v: v["pipelines"][0].update(partitions=0), "pipelines[events]: partitions must be a whole number, 1 or more"),
+    ("replicas over partitions", lambda v: v["pipelines"][0].update(partitions=4), "pipelines[events]: replicas (8) is more than partitions (4)"),
+    ("pipelines neither list nor map", lambda v: v.update(pipelines="events"), "pipelines: a list of entries or a map of name: entry"),
+    ("list entry not a map", lambda v: v["pipelines"].insert(0, "events"), "pipelines[0]: an entry is a map"),
+    # The original's map form: messages name the entry as pipelines.<key>.
+    ("map entry with a name too", lambda v: map_form(v)["events"].update(name="events"), "pipelines.events: has a name"),
+    ("map entry not a map", lambda v: map_form(v).update(events="events_json"), "pipelines.events: an entry of the map form is a map"),
+    ("map entry without a topic", lambda v: map_form(v)["events"].pop("topic"), "pipelines.events: topic is required"),
+    ("map key not a DNS label", lambda v: map_form(v).update(Events=map_form(v).pop("events")), 'pipelines.Events: name "Events" must be lowercase'),
+    ("map entry, replicas over partitions", lambda v: map_form(v)["events"].update(partitions=2), "pipelines.events: replicas (8) is more than partitions (2)"),
+    ("map entry, inline password", lambda v: map_form(v)["events"]["ducklake"].update(DUCKLAKE_RDS_PASSWORD="x"), "pipelines.events writer: DUCKLAKE_RDS_PASSWORD holds a credential"),
 ]
+
+
+def map_form(values: dict[str, Any]) -> dict[str, Any]:
+    """Turns values' `pipelines` into the map form in place (once); returns the map."""
+    if isinstance(values["pipelines"], list):
+        values["pipelines"] = as_map(values)["pipelines"]
+    return values["pipelines"]
 
 
 def render(values: dict[str, Any]) -> Docs:
@@ -441,7 +508,22 @@ def main() -> int:
         check(f"{fn.__name__} fails on a broken render", lambda fn=fn: bites(fn, docs, values))
     for label, mutate, words in REFUSED_VALUES:
         check(f"refused: {label}", lambda mutate=mutate, words=words: refused(values, mutate, words))
-    check("deploy/k8s/millpond.yaml is the chart's render", example_is_current)
+    original = ht.load_values([ORIGINAL_VALUES])
+    check("lint: original-values (map form)", lambda: ht.lint(original))
+    original_docs = render(original)
+    check("original-values: objects", lambda: [] if len(original_docs) == 3 * len(entries(original)) + 1 else [f"{len(original_docs)} objects"])
+    for fn in RENDERED_CHECKS:
+        if fn is maintenance_per_ducklake_pipeline:
+            continue  # the original's file enables no maintenance
+        check(f"original-values: {fn.__name__}", lambda fn=fn: fn(original_docs, original))
+    check("forms: values-multi as a map renders as the list", lambda: same_render(values, as_map(values)))
+    check("forms: original-values as a list renders as the map", lambda: same_render(original, as_list(original)))
+    check("forms: destination left out is ducklake", lambda: same_render(original, with_destination(original)))
+    check("forms: a null map entry is no pipeline", lambda: same_render(original, with_null_entry(original)))
+    check("forms: the comparison sees a difference", forms_comparison_bites)
+    check("forms: templates read pipelines through millpond.pipelines", templates_use_the_helper)
+    for values_file, output in ht.EXAMPLES.items():
+        check(f"{output.relative_to(ROOT)} is the render of {values_file.name}", lambda v=values_file, o=output: example_is_current(v, o))
 
     failed = [name for name, error in results if error]
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
@@ -473,10 +555,75 @@ def lint_catches_broken_template() -> list[str]:
     return [] if any("broken.yaml" in f for f in found) else [f"lint found {found}"]
 
 
-def example_is_current() -> list[str]:
-    if ht.EXAMPLE_OUTPUT.read_text() != ht.example():
+def example_is_current(values_file: Path, output: Path) -> list[str]:
+    if output.read_text() != ht.example(values_file):
         return ["stale: run scripts/helm_template.py --write-example"]
     return []
+
+
+# The two forms of `pipelines`. Templates that still range over
+# .Values.pipelines themselves see only the list form; while any does, the
+# forms are compared without the objects it makes (maintenance off).
+NOT_ON_THE_HELPER = {"maintenance-cronjob.yaml"}
+
+
+def same_render(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Both values render the same objects, each byte for byte (the map
+    form comes in key order, the list in its own, so not in one order)."""
+    if NOT_ON_THE_HELPER:
+        a, b = copy.deepcopy(a), copy.deepcopy(b)
+        for v in (a, b):
+            v.setdefault("maintenance", {})["enabled"] = False
+
+    def objects(values: dict[str, Any]) -> dict[tuple[str, str], str]:
+        out = {}
+        for _, doc in ht.manifests(ht.render_files(values, RELEASE, NAMESPACE)):
+            body = yaml.safe_load(doc)
+            out[(body["kind"], body["metadata"]["name"])] = doc
+        return out
+
+    left, right = objects(a), objects(b)
+    problems = [f"{k}/{n} only in the first" for k, n in sorted(left.keys() - right.keys())]
+    problems += [f"{k}/{n} only in the second" for k, n in sorted(right.keys() - left.keys())]
+    for key in sorted(left.keys() & right.keys()):
+        if left[key] != right[key]:
+            diff = next(f"{x!r} vs {y!r}" for x, y in zip(left[key].splitlines() + [""], right[key].splitlines() + [""]) if x != y)
+            problems.append(f"{key[0]}/{key[1]} differs: {diff}")
+    return problems if left else ["nothing rendered"]
+
+
+def with_destination(values: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(values)
+    for p in out["pipelines"].values():
+        p["destination"] = "ducklake"
+    return out
+
+
+def with_null_entry(values: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(values)
+    out["pipelines"]["removed"] = None
+    return out
+
+
+def forms_comparison_bites() -> list[str]:
+    """same_render finds one changed key of one entry of the map form."""
+    original = ht.load_values([ORIGINAL_VALUES])
+    changed = copy.deepcopy(original)
+    next(iter(changed["pipelines"].values()))["replicas"] += 1
+    return [] if same_render(original, changed) else ["a changed replicas rendered the same"]
+
+
+def templates_use_the_helper() -> list[str]:
+    problems = []
+    for t in sorted((ht.CHART / "templates").iterdir()):
+        if t.name == "_helpers.tpl":
+            continue
+        direct = ".Values.pipelines" in t.read_text()
+        if direct and t.name not in NOT_ON_THE_HELPER:
+            problems.append(f"{t.name} ranges over .Values.pipelines: use millpond.pipelines, which reads both forms")
+        if not direct and t.name in NOT_ON_THE_HELPER:
+            problems.append(f"{t.name} uses millpond.pipelines now: drop it from NOT_ON_THE_HELPER so the forms are compared with it")
+    return problems
 
 
 if __name__ == "__main__":
