@@ -17,10 +17,10 @@
 #            final flush)
 #   RATE=max ingest runs to the high watermarks of a topic preloaded with
 #            BENCH_SIZING_PRELOAD records (1,200,000; ~1.5 GiB of Arrow)
-#   VARIANT  sort: MILLPOND_SORT_BY=team_id,timestamp (ingest holds each
-#            flush whole); partitioned: DUCKLAKE_PARTITION_BY by day of
-#            _inserted_at (the writer holds each flush whole for DuckDB's
-#            insert)
+#   VARIANT  "+"-joined: sort (MILLPOND_SORT_BY=team_id,timestamp: ingest
+#            holds each flush whole), partitioned (DUCKLAKE_PARTITION_BY by
+#            day of _inserted_at: the writer holds each flush whole for
+#            DuckDB's insert), NAME=value (more env for both processes)
 # Each row fails (and the script exits non-zero) when the lake does not hold
 # every record produced. BENCH_BIN: a directory with the two binaries to run
 # instead of building them. The runs stay in $MILLPOND_STATE/bench-sizing.
@@ -35,7 +35,7 @@ dir=$MILLPOND_STATE/bench-sizing
 rm -rf "$dir" && mkdir -p "$dir"
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 trap 'exit 130' INT TERM
-rows=${BENCH_SIZING_ROWS:-"1000/60/100 10000/60/100 10000/10/256 10000/60/1024 max/60/64 max/60/100 max/60/256 max/60/1024 max/60/256/sort max/60/1024/sort max/60/256/partitioned max/60/1024/partitioned"}
+rows=${BENCH_SIZING_ROWS:-"1000/60/100 10000/60/100 10000/10/256 10000/60/1024 max/60/64 max/60/100 max/60/256 max/60/1024 max/60/256/sort max/60/1024/sort max/60/100/partitioned max/60/256/partitioned max/60/1024/partitioned"}
 preload=${BENCH_SIZING_PRELOAD:-1200000}
 partitions=4
 shared=${BENCH_SHARED_DIR:-$MILLPOND_ROOT/../shared/bench}
@@ -86,12 +86,15 @@ for spec in $rows; do
     mkdir -p "$run/tmp"
     flush_size=$((flush_mib * 1048576)) interval_ms=$((interval_s * 1000))
     extra=()
-    case ${variant:-} in
-        "") ;;
-        sort) extra=(MILLPOND_SORT_BY=team_id,timestamp) ;;
-        partitioned) extra=("DUCKLAKE_PARTITION_BY=year(_inserted_at),month(_inserted_at),day(_inserted_at)") ;;
-        *) millpond_die "row $spec: variant $variant is not sort or partitioned" ;;
-    esac
+    IFS=+ read -r -a parts <<<"${variant:-}"
+    for v in "${parts[@]}"; do
+        case $v in
+            sort) extra+=(MILLPOND_SORT_BY=team_id,timestamp) ;;
+            partitioned) extra+=("DUCKLAKE_PARTITION_BY=year(_inserted_at),month(_inserted_at),day(_inserted_at)") ;;
+            [A-Z]*=*) extra+=("$v") ;;
+            *) millpond_die "row $spec: $v is not sort, partitioned or NAME=value" ;;
+        esac
+    done
     read -r -a lake <<<"$(bench_lake_env "sizing_$k" "$run")"
     echo "row $k: $spec" >&2
     flight=$(bench_port) writer_http=$(bench_port) ingest_http=$(bench_port)
@@ -102,12 +105,20 @@ for spec in $rows; do
     writer=$!
     for _ in $(seq 600); do curl -sf "http://127.0.0.1:$writer_http/readyz" >/dev/null && break; sleep 0.1; done
     curl -sf "http://127.0.0.1:$writer_http/readyz" >/dev/null || millpond_die "writer not ready: $(tail -3 "$run/writer.log")"
-    # The spool's peak, sampled every 0.2 s.
+    # The spool's peak, sampled every 0.2 s, and the writer's RSS each second
+    # and ingest's each second (rss.series: seconds, writer kB, ingest kB), to
+    # see whether they settle over the flushes.
     (
-        peak=0
+        peak=0 n=0
         while kill -0 "$writer" 2>/dev/null; do
             now=$(du -sb "$run/tmp" 2>/dev/null | cut -f1)
             [ "${now:-0}" -le "$peak" ] || { peak=$now; echo "$peak" >"$run/spool.peak"; }
+            n=$((n + 1))
+            if [ $((n % 5)) -eq 0 ]; then
+                i=$(cat "$run/ingest.pid" 2>/dev/null || echo none)
+                echo "$((n / 5)) $(awk '/VmRSS/ {print $2}' "/proc/$writer/status" 2>/dev/null)" \
+                    "$(awk '/VmRSS/ {print $2}' "/proc/$i/status" 2>/dev/null)" >>"$run/rss.series"
+            fi
             sleep 0.2
         done
     ) &
@@ -118,8 +129,10 @@ for spec in $rows; do
         cp "$dir/preload.json" "$run/produce.json"
         produce_s=0
         env "${common[@]}" "${ingest_env[@]}" KAFKA_TOPIC=preload MILLPOND_RUN_TO_LATEST=true \
-            /usr/bin/time -f '%e %U %S %M' -o "$run/ingest.time" "$bin/millpond-ingest" >"$run/ingest.log" 2>&1 \
-            || millpond_die "row $spec: ingest failed: $(tail -3 "$run/ingest.log")"
+            /usr/bin/time -f '%e %U %S %M' -o "$run/ingest.time" "$bin/millpond-ingest" >"$run/ingest.log" 2>&1 &
+        ingest_job=$!
+        bench_child "$ingest_job" >"$run/ingest.pid" || true
+        wait "$ingest_job" || millpond_die "row $spec: ingest failed: $(tail -3 "$run/ingest.log")"
     else
         produce_s=$((2 * interval_s + 10)); [ "$produce_s" -ge 45 ] || produce_s=45
         topic "live-$k"
@@ -127,6 +140,7 @@ for spec in $rows; do
             /usr/bin/time -f '%e %U %S %M' -o "$run/ingest.time" "$bin/millpond-ingest" >"$run/ingest.log" 2>&1 &
         ingest_job=$!
         ingest=$(bench_child "$ingest_job") || millpond_die "millpond-ingest did not start"
+        echo "$ingest" >"$run/ingest.pid"
         produce "live-$k" --rate "$rate" --seconds "$produce_s" >"$run/produce.json" \
             || millpond_die "row $spec: producer failed"
         # Let ingest read what was produced, then stop it: its final flush.

@@ -208,7 +208,8 @@ def destination_wiring(docs: Docs, values: dict[str, Any]) -> list[str]:
 
 
 def writer_spool_on_a_bounded_volume(docs: Docs, values: dict[str, Any]) -> list[str]:
-    """A DuckLake writer's /tmp (its files waiting for their upload) is an emptyDir of the set size."""
+    """A DuckLake writer's /tmp (its files waiting for their upload) is an
+    emptyDir of the set size, or of 2 x FLUSH_SIZE + 128Mi."""
     problems = []
     for p, sts in pipeline_sts(docs, values):
         if sts is None or p["destination"] != "ducklake":
@@ -219,8 +220,11 @@ def writer_spool_on_a_bounded_volume(docs: Docs, values: dict[str, Any]) -> list
         empty = volumes.get(mounts.get("/tmp", ""), {}).get("emptyDir")
         if empty is None:
             problems.append(f"{p['name']}: the writer's /tmp is no emptyDir")
-        elif empty.get("sizeLimit") != values["writer"]["spoolSizeLimit"]:
-            problems.append(f"{p['name']}: /tmp sizeLimit {empty.get('sizeLimit')!r}")
+        else:
+            flush = int(env_value(containers(sts)["ingest"], "FLUSH_SIZE"))
+            want = values.get("writer", {}).get("spoolSizeLimit") or derived_mi(2, flush, 128)
+            if empty.get("sizeLimit") != want:
+                problems.append(f"{p['name']}: /tmp sizeLimit {empty.get('sizeLimit')!r}, want {want!r}")
     return problems
 
 
@@ -321,18 +325,29 @@ def credentials_isolated(docs: Docs, values: dict[str, Any]) -> list[str]:
     return problems
 
 
+def derived_mi(factor: int, flush: int, base_mi: int) -> str:
+    return f"{-(-factor * flush // 2**20) + base_mi}Mi"
+
+
 def memory_follows_flush_size(docs: Docs, values: dict[str, Any]) -> list[str]:
-    base_mi = {"ingest": 100, "writer": 200}
+    """values.yaml, "Memory": 2 x FLUSH_SIZE + 100Mi for ingest (3 x with
+    MILLPOND_SORT_BY), + 200Mi for the writer (+ 1280Mi into a partitioned
+    DuckLake table), limit = request, unless the values set it."""
     problems = []
     for p, sts in pipeline_sts(docs, values):
         if sts is None:
             continue
-        flush = int(env_value(containers(sts)["ingest"], "FLUSH_SIZE"))
-        for cname, c in containers(sts).items():
+        cs = containers(sts)
+        flush = int(env_value(cs["ingest"], "FLUSH_SIZE"))
+        sorted_ = "MILLPOND_SORT_BY" in env(cs["ingest"])
+        partitioned = "DUCKLAKE_PARTITION_BY" in env(cs["writer"]) and p["destination"] == "ducklake"
+        derived = {"ingest": derived_mi(3 if sorted_ else 2, flush, 100),
+                   "writer": derived_mi(2, flush, 1280 if partitioned else 200)}
+        for cname, c in cs.items():
             res = c.get("resources", {})
             limit, request = res.get("limits", {}).get("memory"), res.get("requests", {}).get("memory")
             explicit = p.get("resources", {}).get(cname, {}).get("memory")
-            want = explicit or f"{-(-2 * flush // 2**20) + base_mi[cname]}Mi"
+            want = explicit or derived[cname]
             if limit != want or request != limit:
                 problems.append(f"{p['name']}/{cname}: memory request {request} limit {limit}, want both {want}")
             if not explicit and mebibytes(limit or "0Mi") * 2**20 < 2 * flush:

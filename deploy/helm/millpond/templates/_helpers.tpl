@@ -153,12 +153,24 @@ them as a container env list. Context: {maps: [map...], where: "text"}.
 {{- end -}}
 {{- end -}}
 
-{{/* Memory for one container: explicit, or 2 x flushSize + base (MiB). */}}
+{{/* "true" when the env maps leave the variable set (later wins, null
+removes), else empty. Context: {maps, name}. */}}
+{{- define "millpond.envSet" -}}
+{{- $set := false -}}
+{{- range $m := .maps -}}
+{{- if hasKey ($m | default dict) $.name -}}{{- $set = not (kindIs "invalid" (index $m $.name)) -}}{{- end -}}
+{{- end -}}
+{{- if $set -}}true{{- end -}}
+{{- end -}}
+
+{{/* Memory for one container (values.yaml, "Memory"): explicit, or
+factor x flushSize + base, in MiB rounded up. Context: {explicit, flush,
+factor, baseMi}. */}}
 {{- define "millpond.memory" -}}
 {{- if .explicit -}}
 {{- .explicit -}}
 {{- else -}}
-{{- printf "%dMi" (add (div (add (mul 2 .flush) 1048575) 1048576) .baseMi) -}}
+{{- printf "%dMi" (add (div (add (mul .factor .flush) 1048575) 1048576) .baseMi) -}}
 {{- end -}}
 {{- end -}}
 
