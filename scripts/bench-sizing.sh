@@ -5,12 +5,13 @@
 # file, peak RSS of ingest and of the writer, and the peak of the writer's
 # spool ($TMPDIR/millpond-writer-spool, the chart's emptyDir).
 #
-# Each row runs the real pipeline as the chart deploys it: millpond-writer on
-# a DuckLake with a Postgres catalog and data in S3 (scripts/services.sh's
-# Postgres and moto, which must be running; a new database per row) and
-# millpond-ingest, one pod's pair, on a nisshi topic of 4 partitions (memory
-# storage) holding gen_events.py events (../shared/bench: ~1.3 KB
-# PostHog-like events, seed 42, no poison, so every record is a row).
+# Each row runs the real pipeline as the chart deploys it: millpond-writer
+# (with the writer images' MALLOC_ARENA_MAX=2) on a DuckLake with a Postgres
+# catalog and data in S3 (scripts/services.sh's Postgres and moto, which must
+# be running; a new database per row) and millpond-ingest, one pod's pair, on
+# a nisshi topic of 4 partitions (memory storage) holding gen_events.py
+# events (../shared/bench: ~1.3 KB PostHog-like events, seed 42, no poison,
+# so every record is a row).
 #   RATE/INTERVAL_S/FLUSH_MIB[/VARIANT] rows (BENCH_SIZING_ROWS):
 #   RATE=N   a producer sends N records/s for 2 x INTERVAL_S + 10 s (at least
 #            45 s) while ingest consumes; then ingest is stopped (SIGTERM, a
@@ -35,7 +36,7 @@ dir=$MILLPOND_STATE/bench-sizing
 rm -rf "$dir" && mkdir -p "$dir"
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 trap 'exit 130' INT TERM
-rows=${BENCH_SIZING_ROWS:-"1000/60/100 10000/60/100 10000/10/256 10000/60/1024 max/60/64 max/60/100 max/60/256 max/60/1024 max/60/256/sort max/60/1024/sort max/60/100/partitioned max/60/256/partitioned max/60/1024/partitioned"}
+rows=${BENCH_SIZING_ROWS:-"1000/60/100 10000/150/100 10000/10/256 10000/60/1024 max/60/64 max/60/100 max/60/256 max/60/1024 max/60/256/sort max/60/1024/sort max/60/100/partitioned max/60/256/partitioned max/60/1024/partitioned"}
 preload=${BENCH_SIZING_PRELOAD:-1200000}
 partitions=4
 shared=${BENCH_SHARED_DIR:-$MILLPOND_ROOT/../shared/bench}
@@ -100,7 +101,8 @@ for spec in $rows; do
     flight=$(bench_port) writer_http=$(bench_port) ingest_http=$(bench_port)
     common=(MILLPOND_LOG_FORMAT=json LOG_LEVEL=info DUCKLAKE_TABLE=events DUCKLAKE_QUOTED_COLUMNS=true
         MILLPOND_WRITER_ADDR=127.0.0.1:$flight "${extra[@]}")
-    env "${common[@]}" "${lake[@]}" TMPDIR="$run/tmp" MILLPOND_WRITER_HTTP_PORT="$writer_http" \
+    # MALLOC_ARENA_MAX: as the writer images set it (deploy/docker/Dockerfile).
+    env MALLOC_ARENA_MAX=2 "${common[@]}" "${lake[@]}" TMPDIR="$run/tmp" MILLPOND_WRITER_HTTP_PORT="$writer_http" \
         "$bin/millpond-writer" >"$run/writer.log" 2>&1 &
     writer=$!
     for _ in $(seq 600); do curl -sf "http://127.0.0.1:$writer_http/readyz" >/dev/null && break; sleep 0.1; done
