@@ -21,11 +21,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "helm" / "millpond"
+# A values file in the original Millpond's shape (`pipelines` as a map).
+ORIGINAL_VALUES = ROOT / "deploy" / "helm" / "original-values.yaml"
 # Each example values file and its committed render: this chart's own shape,
-# and a file in the original's (`pipelines` as a map).
+# and the original's.
 EXAMPLES = {
     ROOT / "deploy" / "helm" / "example-values.yaml": ROOT / "deploy" / "k8s" / "millpond.yaml",
-    ROOT / "deploy" / "helm" / "original-values.yaml": ROOT / "deploy" / "k8s" / "millpond-original-values.yaml",
+    ORIGINAL_VALUES: ROOT / "deploy" / "k8s" / "millpond-original-values.yaml",
 }
 EXAMPLE_RELEASE = ("millpond", "millpond")  # release name, namespace
 
