@@ -56,32 +56,6 @@ case $lake_kind in
     *) millpond_die "BENCH_LAKE=$lake_kind: want embedded or postgres-s3" ;;
 esac
 
-# postgres-s3: a new catalog database and data folder for run $1 in dir $2;
-# prints the writer's settings and leaves them for the lake checks in
-# $2/millpond-lake.kv.
-lake_env() {
-    local db=millpond_bench_$1 data="s3://$MILLPOND_TEST_S3_BUCKET/bench/$$-$1/"
-    PGPASSWORD=$MILLPOND_TEST_PG_PASSWORD PGOPTIONS='-c client_min_messages=warning' psql -X -q \
-        -h "$MILLPOND_TEST_PG_HOST" -p "$MILLPOND_TEST_PG_PORT" -U "$MILLPOND_TEST_PG_USER" -d "$MILLPOND_TEST_PG_DB" \
-        -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >&2
-    local s3_host=${MILLPOND_TEST_S3_ENDPOINT#http://}
-    # The test services' credentials: readable by this user only.
-    (umask 077 && : >"$2/millpond-lake.kv")
-    cat >"$2/millpond-lake.kv" <<KV
-catalog=postgres:host=$MILLPOND_TEST_PG_HOST port=$MILLPOND_TEST_PG_PORT dbname=$db user=$MILLPOND_TEST_PG_USER password=$MILLPOND_TEST_PG_PASSWORD
-data=$data
-s3_key_id=$MILLPOND_TEST_S3_KEY_ID
-s3_secret=$MILLPOND_TEST_S3_SECRET
-s3_region=$MILLPOND_TEST_S3_REGION
-s3_endpoint=$s3_host
-KV
-    echo "DUCKLAKE_RDS_HOST=$MILLPOND_TEST_PG_HOST DUCKLAKE_RDS_PORT=$MILLPOND_TEST_PG_PORT" \
-        "DUCKLAKE_RDS_DATABASE=$db DUCKLAKE_RDS_USERNAME=$MILLPOND_TEST_PG_USER" \
-        "DUCKLAKE_RDS_PASSWORD=$MILLPOND_TEST_PG_PASSWORD DUCKLAKE_DATA_PATH=$data" \
-        "DUCKDB_S3_ACCESS_KEY_ID=$MILLPOND_TEST_S3_KEY_ID DUCKDB_S3_SECRET_ACCESS_KEY=$MILLPOND_TEST_S3_SECRET" \
-        "DUCKDB_S3_REGION=$MILLPOND_TEST_S3_REGION DUCKDB_S3_ENDPOINT=$s3_host DUCKDB_S3_USE_SSL=false DUCKDB_S3_URL_STYLE=path"
-}
-
 if [ -n "${BENCH_JSONL:-}" ]; then
     [ -f "$BENCH_JSONL" ] || millpond_die "BENCH_JSONL=$BENCH_JSONL: no such file"
     events=$(grep -c . "$BENCH_JSONL")
@@ -143,7 +117,7 @@ for k in $(seq "$runs"); do
         echo "run $k of $runs"
     fi
     lake=""
-    [ "$lake_kind" = embedded ] || lake=$(lake_env "$k" "$run")
+    [ "$lake_kind" = embedded ] || lake=$(bench_lake_env "bench_$k" "$run")
     # "$"-prefixed keys become columns, as in the model (which quotes every name).
     BENCH_EXTRA_ENV="DUCKLAKE_QUOTED_COLUMNS=true $lake ${BENCH_EXTRA_ENV:-}" BENCH_BROKER_PID=$broker \
         BENCH_FLUSH_SIZE=$flush_size BENCH_GROUP_ID=$group scripts/bench-pipeline.sh "$bootstrap" events "$events" "$run" \

@@ -43,3 +43,30 @@ bench_perf_prefix() {
 bench_unwrap() {
     if [ ${#bench_prefix[@]} -gt 0 ]; then bench_child "$1"; else echo "$1"; fi
 }
+
+# A lake where production keeps it, from scripts/services.sh's Postgres and
+# moto S3 (`services.sh env` evaluated): a new catalog database millpond_$1
+# and a data folder for it; prints the writer's settings and leaves them for
+# the lake checks in $2/millpond-lake.kv.
+bench_lake_env() {
+    local db=millpond_$1 data="s3://$MILLPOND_TEST_S3_BUCKET/bench/$$-$1/"
+    PGPASSWORD=$MILLPOND_TEST_PG_PASSWORD PGOPTIONS='-c client_min_messages=warning' psql -X -q \
+        -h "$MILLPOND_TEST_PG_HOST" -p "$MILLPOND_TEST_PG_PORT" -U "$MILLPOND_TEST_PG_USER" -d "$MILLPOND_TEST_PG_DB" \
+        -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >&2
+    local s3_host=${MILLPOND_TEST_S3_ENDPOINT#http://}
+    # The test services' credentials: readable by this user only.
+    (umask 077 && : >"$2/millpond-lake.kv")
+    cat >"$2/millpond-lake.kv" <<KV
+catalog=postgres:host=$MILLPOND_TEST_PG_HOST port=$MILLPOND_TEST_PG_PORT dbname=$db user=$MILLPOND_TEST_PG_USER password=$MILLPOND_TEST_PG_PASSWORD
+data=$data
+s3_key_id=$MILLPOND_TEST_S3_KEY_ID
+s3_secret=$MILLPOND_TEST_S3_SECRET
+s3_region=$MILLPOND_TEST_S3_REGION
+s3_endpoint=$s3_host
+KV
+    echo "DUCKLAKE_RDS_HOST=$MILLPOND_TEST_PG_HOST DUCKLAKE_RDS_PORT=$MILLPOND_TEST_PG_PORT" \
+        "DUCKLAKE_RDS_DATABASE=$db DUCKLAKE_RDS_USERNAME=$MILLPOND_TEST_PG_USER" \
+        "DUCKLAKE_RDS_PASSWORD=$MILLPOND_TEST_PG_PASSWORD DUCKLAKE_DATA_PATH=$data" \
+        "DUCKDB_S3_ACCESS_KEY_ID=$MILLPOND_TEST_S3_KEY_ID DUCKDB_S3_SECRET_ACCESS_KEY=$MILLPOND_TEST_S3_SECRET" \
+        "DUCKDB_S3_REGION=$MILLPOND_TEST_S3_REGION DUCKDB_S3_ENDPOINT=$s3_host DUCKDB_S3_USE_SSL=false DUCKDB_S3_URL_STYLE=path"
+}

@@ -7,7 +7,9 @@ tests/helm/values-multi.yaml (several pipelines, both destinations), and
 every rendered object is validated offline against the Kubernetes schemas
 (kubernetes-validate, strict). The checks on the rendered objects then each
 run once more against a deliberately broken copy and must fail there, so
-none of them can pass vacuously.
+none of them can pass vacuously. deploy/helm/original-values.yaml (the
+original's map form of `pipelines`) goes through the same checks, and the
+two forms of one set of pipelines must render the same objects.
 
 Exit 0 when every check passes; prints "N passed, M failed" last.
 
@@ -33,8 +35,22 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import helm_template as ht  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+from helm_forms import (  # noqa: E402
+    NAMESPACE,
+    RELEASE,
+    as_list,
+    as_map,
+    entries,
+    forms_comparison_bites,
+    map_form,
+    same_render,
+    templates_use_the_helper,
+    with_destination,
+    with_null_entry,
+)
+
 VALUES = ROOT / "tests" / "helm" / "values-multi.yaml"
-RELEASE, NAMESPACE = "millpond", "lake"
 KUBERNETES_VERSIONS = ["1.30.0", "1.37.0"]
 # The chart's rule (templates/_helpers.tpl, millpond.secretNamePattern).
 SECRET_NAME = re.compile(r"(^|_)(SECRET|PASSWORD|PASSWD|TOKEN|KEY|CREDENTIALS?)(_|$)")
@@ -67,7 +83,7 @@ def mebibytes(quantity: str) -> int:
 
 def pipeline_sts(docs: Docs, values: dict[str, Any]):
     by_name = {d["metadata"]["name"]: d for d in kind(docs, "StatefulSet")}
-    for p in values["pipelines"]:
+    for p in entries(values):
         yield p, by_name.get(f"{RELEASE}-{p['name']}")
 
 
@@ -75,7 +91,7 @@ def pipeline_sts(docs: Docs, values: dict[str, Any]):
 
 
 def one_statefulset_per_pipeline(docs: Docs, values: dict[str, Any]) -> list[str]:
-    want = sorted(f"{RELEASE}-{p['name']}" for p in values["pipelines"])
+    want = sorted(f"{RELEASE}-{p['name']}" for p in entries(values))
     problems = []
     for k in ("StatefulSet", "Service", "PodDisruptionBudget"):
         got = sorted(d["metadata"]["name"] for d in kind(docs, k))
@@ -192,7 +208,8 @@ def destination_wiring(docs: Docs, values: dict[str, Any]) -> list[str]:
 
 
 def writer_spool_on_a_bounded_volume(docs: Docs, values: dict[str, Any]) -> list[str]:
-    """A DuckLake writer's /tmp (its files waiting for their upload) is an emptyDir of the set size."""
+    """A DuckLake writer's /tmp (its files waiting for their upload) is an
+    emptyDir of the set size, or of 2 x FLUSH_SIZE + 128Mi."""
     problems = []
     for p, sts in pipeline_sts(docs, values):
         if sts is None or p["destination"] != "ducklake":
@@ -203,8 +220,11 @@ def writer_spool_on_a_bounded_volume(docs: Docs, values: dict[str, Any]) -> list
         empty = volumes.get(mounts.get("/tmp", ""), {}).get("emptyDir")
         if empty is None:
             problems.append(f"{p['name']}: the writer's /tmp is no emptyDir")
-        elif empty.get("sizeLimit") != values["writer"]["spoolSizeLimit"]:
-            problems.append(f"{p['name']}: /tmp sizeLimit {empty.get('sizeLimit')!r}")
+        else:
+            flush = int(env_value(containers(sts)["ingest"], "FLUSH_SIZE"))
+            want = values.get("writer", {}).get("spoolSizeLimit") or derived_mi(2, flush, 128)
+            if empty.get("sizeLimit") != want:
+                problems.append(f"{p['name']}: /tmp sizeLimit {empty.get('sizeLimit')!r}, want {want!r}")
     return problems
 
 
@@ -269,7 +289,7 @@ def maintenance_per_ducklake_pipeline(docs: Docs, values: dict[str, Any]) -> lis
     writer image against that pipeline's table with the writer's lake settings."""
     problems = []
     jobs = {cj["metadata"]["name"]: cj for cj in kind(docs, "CronJob")}
-    ducklake = [p for p in values["pipelines"] if p["destination"] == "ducklake"]
+    ducklake = [p for p in entries(values) if p["destination"] == "ducklake"]
     if len(jobs) != len(ducklake):
         problems.append(f"{len(jobs)} CronJobs for {len(ducklake)} DuckLake pipelines")
     by_table = {}
@@ -355,22 +375,47 @@ def credentials_isolated(docs: Docs, values: dict[str, Any]) -> list[str]:
     return problems
 
 
+def derived_mi(factor: int, flush: int, base_mi: int) -> str:
+    return f"{-(-factor * flush // 2**20) + base_mi}Mi"
+
+
 def memory_follows_flush_size(docs: Docs, values: dict[str, Any]) -> list[str]:
-    base_mi = {"ingest": 100, "writer": 200}
+    """values.yaml, "Memory": 2 x FLUSH_SIZE + 100Mi for ingest (3 x with
+    MILLPOND_SORT_BY), + 200Mi for the writer (+ 1280Mi into a partitioned
+    DuckLake table), limit = request, unless the values set it."""
     problems = []
     for p, sts in pipeline_sts(docs, values):
         if sts is None:
             continue
-        flush = int(env_value(containers(sts)["ingest"], "FLUSH_SIZE"))
-        for cname, c in containers(sts).items():
+        cs = containers(sts)
+        flush = int(env_value(cs["ingest"], "FLUSH_SIZE"))
+        sorted_ = "MILLPOND_SORT_BY" in env(cs["ingest"])
+        partitioned = "DUCKLAKE_PARTITION_BY" in env(cs["writer"]) and p["destination"] == "ducklake"
+        derived = {"ingest": derived_mi(3 if sorted_ else 2, flush, 100),
+                   "writer": derived_mi(2, flush, 1280 if partitioned else 200)}
+        for cname, c in cs.items():
             res = c.get("resources", {})
             limit, request = res.get("limits", {}).get("memory"), res.get("requests", {}).get("memory")
             explicit = p.get("resources", {}).get(cname, {}).get("memory")
-            want = explicit or f"{-(-2 * flush // 2**20) + base_mi[cname]}Mi"
+            want = explicit or derived[cname]
             if limit != want or request != limit:
                 problems.append(f"{p['name']}/{cname}: memory request {request} limit {limit}, want both {want}")
             if not explicit and mebibytes(limit or "0Mi") * 2**20 < 2 * flush:
                 problems.append(f"{p['name']}/{cname}: limit below two flushes")
+    return problems
+
+
+def partitions_annotated(docs: Docs, values: dict[str, Any]) -> list[str]:
+    """An entry's `partitions` (the original's key) is on its StatefulSet,
+    and only there: ingest reads the count from the broker."""
+    problems = []
+    for p, sts in pipeline_sts(docs, values):
+        if sts is None:
+            continue
+        got = sts["metadata"].get("annotations", {}).get("millpond/partitions")
+        want = str(p["partitions"]) if "partitions" in p else None
+        if got != want:
+            problems.append(f"{p['name']}: millpond/partitions {got!r}, want {want!r}")
     return problems
 
 
@@ -401,6 +446,7 @@ RENDERED_CHECKS: list[Callable[[Docs, dict[str, Any]], list[str]]] = [
     no_inline_secrets,
     credentials_isolated,
     memory_follows_flush_size,
+    partitions_annotated,
     schemas_validate,
     maintenance_per_ducklake_pipeline,
 ]
@@ -458,6 +504,7 @@ BREAKS: dict[str, Callable[[Docs], None]] = {
         containers(first_sts(d))["ingest"], "DUCKDB_S3_SECRET_ACCESS_KEY", {"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
     ),
     "memory_follows_flush_size": break_memory,
+    "partitions_annotated": lambda d: first_sts(d)["metadata"].update(annotations={"millpond/partitions": "1"}),
     "schemas_validate": break_schema,
     "maintenance_per_ducklake_pipeline": lambda d: set_env(
         kind(d, "CronJob")[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0],
@@ -492,6 +539,18 @@ REFUSED_VALUES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         lambda v: v["maintenance"].update(schedules=[{"name": "x", "chain": ["fsck"]}]),
         "schedule is required",
     ),
+    ("replicas as words", lambda v: v["pipelines"][0].update(replicas="eight"), "pipelines[events]: replicas must be a whole number"),
+    ("zero partitions", lambda v: v["pipelines"][0].update(partitions=0), "pipelines[events]: partitions must be a whole number, 1 or more"),
+    ("replicas over partitions", lambda v: v["pipelines"][0].update(partitions=4), "pipelines[events]: replicas (8) is more than partitions (4)"),
+    ("pipelines neither list nor map", lambda v: v.update(pipelines="events"), "pipelines: a list of entries or a map of name: entry"),
+    ("list entry not a map", lambda v: v["pipelines"].insert(0, "events"), "pipelines[0]: an entry is a map"),
+    # The original's map form: messages name the entry as pipelines.<key>.
+    ("map entry with a name too", lambda v: map_form(v)["events"].update(name="events"), "pipelines.events: has a name"),
+    ("map entry not a map", lambda v: map_form(v).update(events="events_json"), "pipelines.events: an entry of the map form is a map"),
+    ("map entry without a topic", lambda v: map_form(v)["events"].pop("topic"), "pipelines.events: topic is required"),
+    ("map key not a DNS label", lambda v: map_form(v).update(Events=map_form(v).pop("events")), 'pipelines.Events: name "Events" must be lowercase'),
+    ("map entry, replicas over partitions", lambda v: map_form(v)["events"].update(partitions=2), "pipelines.events: replicas (8) is more than partitions (2)"),
+    ("map entry, inline password", lambda v: map_form(v)["events"]["ducklake"].update(DUCKLAKE_RDS_PASSWORD="x"), "pipelines.events writer: DUCKLAKE_RDS_PASSWORD holds a credential"),
 ]
 
 
@@ -517,8 +576,8 @@ def main() -> int:
     check("lint: values-multi", lambda: ht.lint(values))
     check("lint: catches a broken template", lint_catches_broken_template)
     docs = render(values)
-    ducklake_pipelines = sum(p["destination"] == "ducklake" for p in values["pipelines"])
-    want = 3 * len(values["pipelines"]) + 1 + (ducklake_pipelines if values.get("maintenance", {}).get("enabled") else 0)
+    ducklake_pipelines = sum(p["destination"] == "ducklake" for p in entries(values))
+    want = 3 * len(entries(values)) + 1 + (ducklake_pipelines if values.get("maintenance", {}).get("enabled") else 0)
     check("render: objects", lambda: [] if len(docs) == want else [f"{len(docs)} objects, want {want}"])
     check("render: chart defaults make no objects", lambda: [f"{len(render({}))} objects"] if render({}) else [])
     for fn in RENDERED_CHECKS:
@@ -531,7 +590,22 @@ def main() -> int:
     check("maintenance_schedules renders valid objects", lambda: schemas_validate(sched_docs, sched_values))
     for label, mutate, words in REFUSED_VALUES:
         check(f"refused: {label}", lambda mutate=mutate, words=words: refused(values, mutate, words))
-    check("deploy/k8s/millpond.yaml is the chart's render", example_is_current)
+    original = ht.load_values([ht.ORIGINAL_VALUES])
+    check("lint: original-values (map form)", lambda: ht.lint(original))
+    original_docs = render(original)
+    check("original-values: objects", lambda: [] if len(original_docs) == 3 * len(entries(original)) + 1 else [f"{len(original_docs)} objects"])
+    for fn in RENDERED_CHECKS:
+        if fn is maintenance_per_ducklake_pipeline:
+            continue  # the original's file enables no maintenance
+        check(f"original-values: {fn.__name__}", lambda fn=fn: fn(original_docs, original))
+    check("forms: values-multi as a map renders as the list", lambda: same_render(values, as_map(values)))
+    check("forms: original-values as a list renders as the map", lambda: same_render(original, as_list(original)))
+    check("forms: destination left out is ducklake", lambda: same_render(original, with_destination(original)))
+    check("forms: a null map entry is no pipeline", lambda: same_render(original, with_null_entry(original)))
+    check("forms: the comparison sees a difference", forms_comparison_bites)
+    check("forms: templates read pipelines through millpond.pipelines", templates_use_the_helper)
+    for values_file, output in ht.EXAMPLES.items():
+        check(f"{output.relative_to(ROOT)} is the render of {values_file.name}", lambda v=values_file, o=output: example_is_current(v, o))
 
     failed = [name for name, error in results if error]
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
@@ -571,10 +645,12 @@ def lint_catches_broken_template() -> list[str]:
     return [] if any("broken.yaml" in f for f in found) else [f"lint found {found}"]
 
 
-def example_is_current() -> list[str]:
-    if ht.EXAMPLE_OUTPUT.read_text() != ht.example():
+def example_is_current(values_file: Path, output: Path) -> list[str]:
+    if output.read_text() != ht.example(values_file):
         return ["stale: run scripts/helm_template.py --write-example"]
     return []
+
+
 
 
 if __name__ == "__main__":
