@@ -33,6 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import helm_template as ht  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import helm_lake_metrics  # noqa: E402
+
 VALUES = ROOT / "tests" / "helm" / "values-multi.yaml"
 RELEASE, NAMESPACE = "millpond", "lake"
 KUBERNETES_VERSIONS = ["1.30.0", "1.37.0"]
@@ -227,8 +230,8 @@ def termination_grace(docs: Docs, values: dict[str, Any]) -> list[str]:
 
 
 def workloads(docs: Docs) -> Docs:
-    """StatefulSets and the maintenance CronJobs' pod specs, as objects with spec.template."""
-    out = kind(docs, "StatefulSet")
+    """StatefulSets, Deployments and the CronJobs' pod specs, as objects with spec.template."""
+    out = kind(docs, "StatefulSet") + kind(docs, "Deployment")
     for cj in kind(docs, "CronJob"):
         out.append({"metadata": cj["metadata"], "spec": {"template": cj["spec"]["jobTemplate"]["spec"]["template"]}})
     return out
@@ -441,6 +444,9 @@ def main() -> int:
         check(f"{fn.__name__} fails on a broken render", lambda fn=fn: bites(fn, docs, values))
     for label, mutate, words in REFUSED_VALUES:
         check(f"refused: {label}", lambda mutate=mutate, words=words: refused(values, mutate, words))
+    for name, fn in helm_lake_metrics.checks(render, values, [schemas_validate, no_inline_secrets]):
+        check(name, fn)
+    check("lint: lake metrics on", lambda: ht.lint(helm_lake_metrics.enabled(values)))
     check("deploy/k8s/millpond.yaml is the chart's render", example_is_current)
 
     failed = [name for name, error in results if error]
