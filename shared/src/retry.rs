@@ -53,6 +53,30 @@ impl Ladder {
     }
 }
 
+impl Ladder {
+    /// Runs `attempt` until it succeeds, fails with an error `retryable`
+    /// refuses, or the ladder is spent, sleeping (blocking the thread) for
+    /// the ladder's delays in between; the last error otherwise.
+    pub fn retry_blocking<T, E>(
+        &self,
+        mut attempt: impl FnMut() -> Result<T, E>,
+        retryable: impl Fn(&E) -> bool,
+    ) -> Result<T, E> {
+        let mut failed = 0;
+        loop {
+            let e = match attempt() {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            match self.delay(failed, None).filter(|_| retryable(&e)) {
+                Some(delay) => std::thread::sleep(delay),
+                None => return Err(e),
+            }
+            failed += 1;
+        }
+    }
+}
+
 /// What one attempt of an operation retried on a ladder came to.
 #[derive(Debug)]
 pub enum Attempt<T, E> {
@@ -117,6 +141,46 @@ impl Ladder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_blocking_stops_at_success_refusal_or_the_last_attempt() {
+        let ladder = Ladder {
+            attempts: 4,
+            base: Duration::from_millis(1),
+            jitter: 0.0,
+        };
+        let mut tries = 0;
+        let got: Result<u32, u32> = ladder.retry_blocking(
+            || {
+                tries += 1;
+                if tries == 3 {
+                    Ok(tries)
+                } else {
+                    Err(tries)
+                }
+            },
+            |_| true,
+        );
+        assert_eq!((got, tries), (Ok(3), 3));
+        let mut tries = 0;
+        let got: Result<(), u32> = ladder.retry_blocking(
+            || {
+                tries += 1;
+                Err(tries)
+            },
+            |e| *e != 2,
+        );
+        assert_eq!(got, Err(2), "a refused error ends it at once");
+        let mut tries = 0;
+        let got: Result<(), u32> = ladder.retry_blocking(
+            || {
+                tries += 1;
+                Err(tries)
+            },
+            |_| true,
+        );
+        assert_eq!(got, Err(4), "the ladder's 4 attempts, then the last error");
+    }
 
     /// Counts attempts in the state the helper lends to each one. Real
     /// time on a millisecond ladder: the deadline leaves each wait ~200 ms

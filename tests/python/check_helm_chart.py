@@ -49,6 +49,7 @@ from helm_forms import (  # noqa: E402
     with_destination,
     with_null_entry,
 )
+import helm_lake_metrics  # noqa: E402
 
 VALUES = ROOT / "tests" / "helm" / "values-multi.yaml"
 KUBERNETES_VERSIONS = ["1.30.0", "1.37.0"]
@@ -263,8 +264,8 @@ def termination_grace(docs: Docs, values: dict[str, Any]) -> list[str]:
 
 
 def workloads(docs: Docs) -> Docs:
-    """StatefulSets and the maintenance CronJobs' pod specs, as objects with spec.template."""
-    out = kind(docs, "StatefulSet")
+    """StatefulSets, Deployments and the CronJobs' pod specs, as objects with spec.template."""
+    out = kind(docs, "StatefulSet") + kind(docs, "Deployment")
     for cj in kind(docs, "CronJob"):
         out.append({"metadata": cj["metadata"], "spec": {"template": cj["spec"]["jobTemplate"]["spec"]["template"]}})
     return out
@@ -606,6 +607,9 @@ def main() -> int:
     check("forms: templates read pipelines through millpond.pipelines", templates_use_the_helper)
     for values_file, output in ht.EXAMPLES.items():
         check(f"{output.relative_to(ROOT)} is the render of {values_file.name}", lambda v=values_file, o=output: example_is_current(v, o))
+    for name, fn in helm_lake_metrics.checks(render, values, [schemas_validate, no_inline_secrets]):
+        check(name, fn)
+    check("lint: lake metrics on", lambda: ht.lint(helm_lake_metrics.enabled(values)))
 
     failed = [name for name, error in results if error]
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed")

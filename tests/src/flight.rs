@@ -38,6 +38,17 @@ pub fn rows(start: i64, n: usize) -> RecordBatch {
     .unwrap()
 }
 
+/// 1,000 letters and digits drawn by a generator seeded with `seed`: text
+/// that compresses little, for files of a chosen size.
+pub fn noise(seed: i64) -> String {
+    use rand::{Rng, SeedableRng};
+    rand::rngs::StdRng::seed_from_u64(seed as u64)
+        .sample_iter(rand::distr::Alphanumeric)
+        .take(1000)
+        .map(char::from)
+        .collect()
+}
+
 /// `batch` plus the Kafka coordinates of its rows: partition `partition`,
 /// offsets from `first`, timestamp 1000 x offset ms, key `k<offset>`.
 pub fn with_coordinates(batch: RecordBatch, partition: i32, first: i64) -> RecordBatch {

@@ -81,6 +81,44 @@ pub fn series_names(body: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// Every series of `name`: its labels (values unescaped) and its value.
+pub fn samples(body: &str, name: &str) -> Vec<(std::collections::BTreeMap<String, String>, f64)> {
+    let mut out = Vec::new();
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let (n, rest) = series.split_once('{').unwrap_or((series, "}"));
+        if n != name {
+            continue;
+        }
+        let mut labels = std::collections::BTreeMap::new();
+        let mut chars = rest.strip_suffix('}').unwrap_or(rest).chars().peekable();
+        while chars.peek().is_some() {
+            let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+            assert_eq!(chars.next(), Some('"'), "{line}");
+            let mut val = String::new();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => match chars.next() {
+                        Some('n') => val.push('\n'),
+                        Some(other) => val.push(other),
+                        None => break,
+                    },
+                    '"' => break,
+                    c => val.push(c),
+                }
+            }
+            labels.insert(key.trim_start_matches(',').to_owned(), val);
+            if chars.peek() == Some(&',') {
+                chars.next();
+            }
+        }
+        out.push((labels, value.parse().unwrap_or(f64::NAN)));
+    }
+    out
+}
+
 /// The exposition, or an empty string while the server is not up yet.
 pub fn metrics(port: u16) -> String {
     get(&format!("http://127.0.0.1:{port}/metrics"))

@@ -6,7 +6,8 @@ use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArra
 use arrow::datatypes::{DataType, Field, Schema};
 use millpond_proto::{AckOutcome, OffsetRange};
 use millpond_tests::flight::{
-    client, descriptor, put, put_messages, recorded, rows, streamed_messages, with_coordinates,
+    client, descriptor, noise, put, put_messages, recorded, rows, streamed_messages,
+    with_coordinates,
 };
 use millpond_tests::lake::{Backend, Lake};
 use millpond_tests::writer::Writer;
@@ -1567,20 +1568,6 @@ fn noisy_rows(start: i64, n: usize) -> RecordBatch {
             Arc::new(StringArray::from(names)),
         ],
     )
-}
-
-/// 1,000 letters and digits from an xorshift generator seeded by `seed`.
-fn noise(seed: i64) -> String {
-    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    let mut x = (seed as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..1000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            alphabet[(x % alphabet.len() as u64) as usize] as char
-        })
-        .collect()
 }
 
 /// On a lake whose data is on S3, a streamed flush's files are uploaded to

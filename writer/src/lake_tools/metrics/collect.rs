@@ -8,6 +8,8 @@ use millpond_shared::metrics::{dead_letter_reason, LakeMetrics};
 
 use super::super::catalog::{as_f64, as_i64, as_string, meta, Lake, TableRef};
 use super::super::config::ToolConfig;
+use super::catalog_state::{self, CatalogState};
+use super::shape::{self, Shape};
 use crate::sink::ducklake::config::OFFSETS_TABLE;
 use crate::sink::ducklake::sql::ident;
 
@@ -18,6 +20,7 @@ pub struct TableState {
     pub data_bytes: i64,
     pub small_files: i64,
     pub delete_files: i64,
+    pub delete_bytes: i64,
     pub rows: i64,
     pub inlined_rows: i64,
 }
@@ -36,8 +39,14 @@ pub struct LakeState {
     pub snapshots: i64,
     pub oldest_snapshot_age: f64,
     pub newest_snapshot_age: f64,
+    pub oldest_snapshot_id: i64,
+    pub newest_snapshot_id: i64,
     pub files_scheduled_for_deletion: i64,
+    /// Rows of the deletion queue repeating a path already in it.
+    pub scheduled_duplicates: i64,
     pub tables: Vec<TableState>,
+    pub shape: Shape,
+    pub catalog: CatalogState,
     pub offsets: Vec<OffsetState>,
     /// (table, reason, rows)
     pub dead_letters: Vec<(String, String, i64)>,
@@ -57,16 +66,17 @@ fn data_files(lake: &Lake, small: u64) -> anyhow::Result<HashMap<i64, [i64; 4]>>
         .collect())
 }
 
-/// Per table id: (delete files, rows they delete).
-fn delete_files(lake: &Lake) -> anyhow::Result<HashMap<i64, [i64; 2]>> {
+/// Per table id: (delete files, rows they delete, their bytes).
+fn delete_files(lake: &Lake) -> anyhow::Result<HashMap<i64, [i64; 3]>> {
     Ok(lake
         .rows(&format!(
-            "SELECT table_id::BIGINT, count(*)::BIGINT, coalesce(sum(delete_count), 0)::BIGINT \
+            "SELECT table_id::BIGINT, count(*)::BIGINT, coalesce(sum(delete_count), 0)::BIGINT, \
+             coalesce(sum(file_size_bytes), 0)::BIGINT \
              FROM {} WHERE end_snapshot IS NULL GROUP BY 1",
             meta("ducklake_delete_file")
         ))?
         .iter()
-        .map(|r| (as_i64(&r[0]), [as_i64(&r[1]), as_i64(&r[2])]))
+        .map(|r| (as_i64(&r[0]), [1, 2, 3].map(|i| as_i64(&r[i]))))
         .collect())
 }
 
@@ -137,23 +147,30 @@ pub fn collect(lake: &Lake, cfg: &ToolConfig) -> anyhow::Result<LakeState> {
     let inlined = inlined_rows(lake, &tables)?;
     let snaps = lake.rows(&format!(
         "SELECT count(*)::BIGINT, epoch(now()) - epoch(min(snapshot_time::TIMESTAMPTZ)), \
-         epoch(now()) - epoch(max(snapshot_time::TIMESTAMPTZ)) FROM {}",
+         epoch(now()) - epoch(max(snapshot_time::TIMESTAMPTZ)), \
+         min(snapshot_id)::BIGINT, max(snapshot_id)::BIGINT FROM {}",
         meta("ducklake_snapshot")
+    ))?;
+    let scheduled = lake.rows(&format!(
+        "SELECT count(*)::BIGINT, (count(*) - count(DISTINCT path))::BIGINT FROM {}",
+        meta("ducklake_files_scheduled_for_deletion")
     ))?;
     let mut state = LakeState {
         snapshots: as_i64(&snaps[0][0]),
         oldest_snapshot_age: as_f64(&snaps[0][1]),
         newest_snapshot_age: as_f64(&snaps[0][2]),
-        files_scheduled_for_deletion: lake.int(&format!(
-            "SELECT count(*) FROM {}",
-            meta("ducklake_files_scheduled_for_deletion")
-        ))?,
+        oldest_snapshot_id: as_i64(&snaps[0][3]),
+        newest_snapshot_id: as_i64(&snaps[0][4]),
+        files_scheduled_for_deletion: as_i64(&scheduled[0][0]),
+        scheduled_duplicates: as_i64(&scheduled[0][1]),
         offsets: offsets(lake, &tables)?,
+        shape: shape::collect(lake, &tables)?,
+        catalog: catalog_state::collect(lake)?,
         ..LakeState::default()
     };
     for t in &tables {
         let [n, bytes, small_n, file_rows] = files.get(&t.id).copied().unwrap_or_default();
-        let [dels, deleted] = deletes.get(&t.id).copied().unwrap_or_default();
+        let [dels, deleted, del_bytes] = deletes.get(&t.id).copied().unwrap_or_default();
         let inl = inlined.get(&t.id).copied().unwrap_or(0);
         state.tables.push(TableState {
             table: t.qualified(),
@@ -161,6 +178,7 @@ pub fn collect(lake: &Lake, cfg: &ToolConfig) -> anyhow::Result<LakeState> {
             data_bytes: bytes,
             small_files: small_n,
             delete_files: dels,
+            delete_bytes: del_bytes,
             rows: file_rows - deleted + inl,
             inlined_rows: inl,
         });
@@ -184,14 +202,21 @@ pub fn apply(state: &LakeState, m: &LakeMetrics) {
     m.snapshots.set(state.snapshots);
     m.oldest_snapshot_age.set(state.oldest_snapshot_age);
     m.newest_snapshot_age.set(state.newest_snapshot_age);
+    m.oldest_snapshot_id.set(state.oldest_snapshot_id);
+    m.newest_snapshot_id.set(state.newest_snapshot_id);
     m.files_scheduled_for_deletion
         .set(state.files_scheduled_for_deletion);
+    m.files_scheduled_for_deletion_duplicates
+        .set(state.scheduled_duplicates);
+    shape::apply(&state.shape, m);
+    catalog_state::apply(&state.catalog, m);
     for t in &state.tables {
         let l = [t.table.as_str()];
         m.data_files.with_label_values(&l).set(t.data_files);
         m.data_bytes.with_label_values(&l).set(t.data_bytes);
         m.small_files.with_label_values(&l).set(t.small_files);
         m.delete_files.with_label_values(&l).set(t.delete_files);
+        m.delete_bytes.with_label_values(&l).set(t.delete_bytes);
         m.rows.with_label_values(&l).set(t.rows);
         m.inlined_rows.with_label_values(&l).set(t.inlined_rows);
     }

@@ -1,5 +1,7 @@
 //! `millpond-lake metrics`: lake state as `millpond_lake_*` gauges.
+mod catalog_state;
 mod collect;
 mod export;
+mod shape;
 
 pub use export::{once, serve};

@@ -1,10 +1,11 @@
 //! DUCKLAKE_* variables of the writer: the target table, its layout and
 //! the writer's own settings. Where the lake is (catalog, data path, S3,
 //! DuckDB settings) is `LakeConfig`, shared with the maintenance tool.
-use millpond_shared::config::{is_safe_identifier, EnvReader};
+use millpond_shared::config::EnvReader;
 
 use super::lake_config::matches;
 pub use super::lake_config::{Catalog, EmbeddedFormat, LakeConfig, S3Config};
+use super::partition_by::PartitionBy;
 use super::sql::ident;
 
 #[derive(Debug, Clone)]
@@ -13,7 +14,9 @@ pub struct DuckLakeConfig {
     pub schema: String,
     /// Where the lake is and how a session reaches it.
     pub lake: LakeConfig,
-    pub partition_by: Option<String>,
+    /// DUCKLAKE_PARTITION_BY, applied with `SET PARTITIONED BY` on the
+    /// first write of every session (partition_by.rs has the grammar).
+    pub partition_by: Option<PartitionBy>,
     /// DUCKLAKE_ROW_GROUP_BYTES (default 16MB; `default` leaves DuckLake's
     /// own setting): Parquet row group size for the target table. DuckDB
     /// buffers a whole row group while writing, so this bounds the writer's
@@ -68,7 +71,7 @@ impl DuckLakeConfig {
         let schema = r.safe_identifier("DUCKLAKE_SCHEMA", schema_raw);
         let partition_by = match r
             .optional("DUCKLAKE_PARTITION_BY")
-            .map(|p| partition_sql(&p))
+            .map(|p| PartitionBy::parse(&p))
         {
             Some(Err(e)) => {
                 r.errors.push("DUCKLAKE_PARTITION_BY", e);
@@ -177,36 +180,6 @@ impl DuckLakeConfig {
     }
 }
 
-/// DUCKLAKE_PARTITION_BY as the SQL of `SET PARTITIONED BY (...)`: a comma
-/// list of keys, each a column or year/month/day/hour of a column (the
-/// transforms DuckLake partitions by), every column name quoted.
-fn partition_sql(value: &str) -> Result<String, String> {
-    const TRANSFORMS: [&str; 4] = ["year", "month", "day", "hour"];
-    let mut keys = Vec::new();
-    for item in value.split(',').map(str::trim) {
-        let key = match item.split_once('(') {
-            None if is_safe_identifier(item) => ident(item),
-            Some((f, rest)) => {
-                let f = f.trim().to_ascii_lowercase();
-                let col = rest.strip_suffix(')').map(str::trim).unwrap_or("");
-                if !TRANSFORMS.contains(&f.as_str()) || !is_safe_identifier(col) {
-                    return Err(format!(
-                        "{item:?} is not a column or year(col), month(col), day(col), hour(col)"
-                    ));
-                }
-                format!("{f}({})", ident(col))
-            }
-            None => {
-                return Err(format!(
-                    "{item:?} is not a column or year(col), month(col), day(col), hour(col)"
-                ))
-            }
-        };
-        keys.push(key);
-    }
-    Ok(keys.join(", "))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,19 +274,39 @@ mod tests {
             ("DUCKLAKE_TABLE", "events"),
             (
                 "DUCKLAKE_PARTITION_BY",
-                "year(_inserted_at), MONTH( _inserted_at ),team_id",
+                "year(_inserted_at), MONTH( _inserted_at ),team_id, bucket(8, distinct_id)",
             ),
         ])
         .unwrap();
         assert_eq!(
-            cfg.partition_by.as_deref(),
-            Some("year(\"_inserted_at\"), month(\"_inserted_at\"), \"team_id\"")
+            cfg.partition_by.map(|p| p.sql()).as_deref(),
+            Some(
+                "year(\"_inserted_at\"), month(\"_inserted_at\"), \"team_id\", bucket(8, \"distinct_id\")"
+            )
         );
-        for bad in ["year(x); drop", "week(ts)", "year(a,b)", "a b", "year(ts"] {
+        for bad in [
+            "year(x); drop",
+            "week(ts)",
+            "year(a,b)",
+            "a b",
+            "year(ts",
+            "bucket(a, 4)",
+        ] {
             let errs =
                 parse(&[("DUCKLAKE_TABLE", "events"), ("DUCKLAKE_PARTITION_BY", bad)]).unwrap_err();
             assert_eq!(errs, ["DUCKLAKE_PARTITION_BY"], "{bad:?}");
         }
+        let env = Env::from_pairs([
+            ("DUCKLAKE_TABLE", "events"),
+            ("DUCKLAKE_PARTITION_BY", "year(ts), minute(ts)"),
+        ]);
+        let mut r = EnvReader::new(&env);
+        DuckLakeConfig::parse(&mut r);
+        let text = r.finish().unwrap_err().to_string();
+        assert!(
+            text.contains("DUCKLAKE_PARTITION_BY") && text.contains("\"minute(ts)\""),
+            "{text}"
+        );
     }
 
     #[test]

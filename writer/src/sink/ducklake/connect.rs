@@ -163,7 +163,12 @@ pub fn open(cfg: &LakeConfig) -> Result<Session, SinkError> {
             ))
         })?;
     }
-    let mut setup = vec!["SET GLOBAL preserve_insertion_order = false".to_owned()];
+    let mut setup = vec![
+        "SET GLOBAL preserve_insertion_order = false".to_owned(),
+        // Calendar fields of a TIMESTAMPTZ (hour(_inserted_at) partitions,
+        // text cast by DuckDB) in UTC, whatever zone the machine is in.
+        "SET GLOBAL TimeZone = 'UTC'".to_owned(),
+    ];
     if let Some(n) = cfg.threads {
         setup.push(format!("SET GLOBAL threads = {n}"));
     }
@@ -235,24 +240,20 @@ fn attach(cfg: &LakeConfig, conn: &Connection) -> Result<(), SinkError> {
     );
     // Two writers attaching an empty catalog for the first time race on
     // creating the metadata tables; the loser retries once the winner is done.
-    let mut failed = 0;
-    loop {
-        let msg = match conn.execute_batch(&sql) {
-            Ok(()) => return Ok(()),
-            Err(e) => scrub(cfg, &e.to_string()),
-        };
-        let racing = msg.contains("already exists") || msg.contains("duplicate key");
-        match ATTACH_RACE.delay(failed, None).filter(|_| racing) {
-            Some(delay) => std::thread::sleep(delay),
-            None => {
-                return Err(SinkError::transient(format!(
-                    "attach DuckLake catalog failed: {msg}{}",
-                    tls_hint(&cfg.catalog, &msg)
-                )))
-            }
-        }
-        failed += 1;
-    }
+    ATTACH_RACE
+        .retry_blocking(
+            || {
+                conn.execute_batch(&sql)
+                    .map_err(|e| scrub(cfg, &e.to_string()))
+            },
+            |msg| msg.contains("already exists") || msg.contains("duplicate key"),
+        )
+        .map_err(|msg| {
+            SinkError::transient(format!(
+                "attach DuckLake catalog failed: {msg}{}",
+                tls_hint(&cfg.catalog, &msg)
+            ))
+        })
 }
 
 /// Attaching an empty catalog that another writer is creating: 5 attempts,

@@ -15,6 +15,7 @@ mod fence;
 pub mod lake_config;
 pub mod lease_owner;
 mod offsets;
+pub mod partition_by;
 mod pg_tls;
 pub mod session;
 pub(crate) mod spool;

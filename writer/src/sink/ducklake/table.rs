@@ -6,6 +6,7 @@ use duckdb::{params, Connection};
 
 use super::classify::lake_error;
 use super::config::DuckLakeConfig;
+use super::partition_by::PartitionBy;
 use super::sql::{ident, literal};
 use super::types::{duck_type, is_widening, normalize};
 use crate::sink::SinkError;
@@ -198,27 +199,18 @@ pub fn ensure(
         }
         *live = Some(cols);
     }
-    // DUCKLAKE_PARTITION_BY on the first write of every session: idempotent,
-    // so a restart heals a table whose creator died before partitioning it,
-    // and setting it on an existing table partitions the files written next.
     if fresh {
         if let Some(b) = &cfg.row_group_bytes {
-            exec(
+            let set = exec(
                 conn,
                 cfg,
                 &format!(
                     "CALL lake.set_option('parquet_row_group_size_bytes', {}, schema => {}, table_name => {})",
                     literal(b), literal(&cfg.schema), literal(&cfg.table)
                 ),
-            )?;
-        }
-        if let Some(p) = &cfg.partition_by {
-            exec(
-                conn,
-                cfg,
-                &format!("ALTER TABLE {table} SET PARTITIONED BY ({p})"),
-            )?;
-            tracing::info!(partition_by = %p, "table partitioning applied");
+            );
+            // Fresh again next time, so the settings are not skipped.
+            set.inspect_err(|_| *live = None)?;
         }
     }
     // Every change this batch needs, in one catalog commit: each commit
@@ -240,6 +232,17 @@ pub fn ensure(
         // NOT EXISTS is then a no-op), or widened it further.
         *cols = read_columns(conn, cfg).map_err(|e| duck_err(cfg, e))?;
     }
+    // DUCKLAKE_PARTITION_BY on the first write of every session, once the
+    // batch's columns exist: idempotent, so a restart heals a table whose
+    // creator died before partitioning it, and setting it on an existing
+    // table partitions the files written next.
+    if let (true, Some(p)) = (fresh, &cfg.partition_by) {
+        if let Err(e) = partition(conn, cfg, p, cols) {
+            // Fresh again next time, so partitioning is not skipped.
+            *live = None;
+            return Err(e);
+        }
+    }
     for f in schema.fields() {
         if evo.over_limit.contains(f.name()) {
             continue;
@@ -260,6 +263,35 @@ pub fn ensure(
         }
     }
     Ok(evo)
+}
+
+/// `SET PARTITIONED BY`, refused first when a year/month/day/hour key's
+/// column is no DATE or TIMESTAMP (DuckLake takes that setting, then fails
+/// every insert). Errors name DUCKLAKE_PARTITION_BY.
+fn partition(
+    conn: &Connection,
+    cfg: &DuckLakeConfig,
+    p: &PartitionBy,
+    cols: &LiveColumns,
+) -> Result<(), SinkError> {
+    if let Some((key, t)) = p.temporal_mismatch(|c| cols.get(c).map(String::as_str)) {
+        return Err(SinkError::permanent(format!(
+            "DUCKLAKE_PARTITION_BY: {key} needs a DATE or TIMESTAMP column; {} is {t} in {}",
+            key.column,
+            cfg.qualified_table()
+        )));
+    }
+    let sql = format!(
+        "ALTER TABLE {} SET PARTITIONED BY ({})",
+        cfg.sql_table(),
+        p.sql()
+    );
+    exec(conn, cfg, &sql).map_err(|mut e| {
+        e.message = format!("applying DUCKLAKE_PARTITION_BY ({p}): {}", e.message);
+        e
+    })?;
+    tracing::info!(partition_by = %p, "table partitioning applied");
+    Ok(())
 }
 
 #[cfg(test)]
