@@ -175,6 +175,25 @@ def one_scrape_per_pod(docs: Docs, values: dict[str, Any]) -> list[str]:
     return problems
 
 
+def selectors_pick_only_pipeline_pods(docs: Docs, values: dict[str, Any]) -> list[str]:
+    """A Service or PDB selects its pipeline's StatefulSet pods, never a
+    maintenance or exporter pod."""
+    problems = []
+    pods = []
+    for cj in kind(docs, "CronJob"):
+        pods.append((cj["metadata"]["name"], cj["spec"]["jobTemplate"]["spec"]["template"]["metadata"].get("labels", {})))
+    for d in kind(docs, "Deployment"):
+        pods.append((d["metadata"]["name"], d["spec"]["template"]["metadata"].get("labels", {})))
+    for obj in kind(docs, "Service") + kind(docs, "PodDisruptionBudget"):
+        spec = obj["spec"]
+        selector = spec.get("selector", {})
+        selector = selector.get("matchLabels", selector) if obj["kind"] == "PodDisruptionBudget" else selector
+        for name, labels in pods:
+            if selector and all(labels.get(k) == v for k, v in selector.items()):
+                problems.append(f"{obj['kind']} {obj['metadata']['name']} selects the pods of {name}")
+    return problems
+
+
 def writer_on_loopback(docs: Docs, values: dict[str, Any]) -> list[str]:
     problems = []
     for sts in kind(docs, "StatefulSet"):
@@ -439,6 +458,7 @@ RENDERED_CHECKS: list[Callable[[Docs, dict[str, Any]], list[str]]] = [
     pod_name_from_downward_api,
     pod_uid_from_downward_api,
     one_scrape_per_pod,
+    selectors_pick_only_pipeline_pods,
     writer_on_loopback,
     destination_wiring,
     writer_spool_on_a_bounded_volume,
@@ -494,6 +514,9 @@ BREAKS: dict[str, Callable[[Docs], None]] = {
     "pod_uid_from_downward_api": lambda d: set_env(containers(first_sts(d))["writer"], "POD_UID", {"value": "x"}),
     "one_scrape_per_pod": lambda d: set_env(
         containers(first_sts(d))["ingest"], "MILLPOND_WRITER_METRICS_URL", {"value": "http://127.0.0.1:8000/metrics"}
+    ),
+    "selectors_pick_only_pipeline_pods": lambda d: kind(d, "CronJob")[0]["spec"]["jobTemplate"]["spec"]["template"]["metadata"].update(
+        labels=dict(kind(d, "Service")[0]["spec"]["selector"])
     ),
     "writer_on_loopback": lambda d: set_env(containers(first_sts(d))["writer"], "MILLPOND_WRITER_ADDR", {"value": "0.0.0.0:50051"}),
     "destination_wiring": lambda d: containers(first_sts(d))["writer"].update(image="registry.test/millpond-writer-hoglake:1"),
