@@ -5,7 +5,7 @@ set -euo pipefail
 # shellcheck source=scripts/env.sh
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
-packages=(build-essential cmake pkg-config libssl-dev zlib1g-dev libcurl4-openssl-dev libsasl2-dev postgresql curl unzip procps)
+packages=(build-essential cmake pkg-config libssl-dev zlib1g-dev libcurl4-openssl-dev libsasl2-dev postgresql curl unzip procps openssl)
 
 missing=()
 for p in "${packages[@]}"; do
