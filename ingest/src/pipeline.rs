@@ -1,5 +1,6 @@
 //! The consume loop: poll, convert, accumulate, flush to the writer, commit
 //! offsets after the acknowledgement.
+use millpond_shared::failpoint::{self, Failpoint};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -733,10 +734,7 @@ impl Pipeline {
                 flush_id
             );
         }
-        if self.cfg.failpoint.as_deref() == Some("kill_after_ack") {
-            tracing::warn!(flush_id = %flush_id, "failpoint kill_after_ack: crashing before the Kafka commit");
-            millpond_shared::process::crash_now("kill_after_ack");
-        }
+        failpoint::abort(Failpoint::KillAfterAck);
         commit_offsets(&self.consumer, &ranges, &self.metrics)?;
         self.lag.committed(&ranges, &mut self.next, &self.metrics);
         self.freshness.committed(&ranges, &self.metrics);

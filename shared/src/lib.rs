@@ -6,6 +6,7 @@ pub mod config;
 pub mod deadline;
 pub mod decimal;
 pub mod exact;
+pub mod failpoint;
 pub mod http;
 pub mod logging;
 pub mod metrics;

@@ -35,10 +35,3 @@ where
         }
     }
 }
-
-/// Test failpoints: end the process at once, as a SIGKILL would (no
-/// destructors, no flush, no exit code of success), without shelling out.
-pub fn crash_now(what: &str) -> ! {
-    tracing::warn!(failpoint = what, "failpoint: aborting the process");
-    std::process::abort()
-}

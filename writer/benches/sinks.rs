@@ -76,7 +76,7 @@ fn main() {
         .unwrap();
     let metrics = WriterMetrics::new(&new_registry("bench", ""));
     let mut sink = rt
-        .block_on(factory::connect(&cfg.sink, metrics, None))
+        .block_on(factory::connect(&cfg.sink, metrics))
         .unwrap_or_else(|e| panic!("{label}: connecting the sink: {e:#}"));
     let mut wall = Duration::ZERO;
     let mut cpu = 0.0;

@@ -2,6 +2,7 @@
 use std::net::SocketAddr;
 
 use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
+use millpond_shared::failpoint;
 
 use crate::flight::DEFAULT_MAX_MESSAGE_BYTES;
 #[cfg(feature = "ducklake")]
@@ -52,13 +53,9 @@ pub struct WriterConfig {
     /// (MILLPOND_WRITER_MAX_FLUSH_BYTES); beyond, RESOURCE_EXHAUSTED.
     pub max_flush_bytes: u64,
     pub sink: Destination,
-    /// Test hook (MILLPOND_FAILPOINT): `kill_after_commit` makes the process
-    /// abort itself (like a SIGKILL) after the lake commit and before the acknowledgement;
-    /// `pause_before_commit:<ms>` holds each write transaction open that long
-    /// before its lease check and COMMIT, `stall_in_commit:<ms>` after that
-    /// check, `pause_in_claim:<ms>` each partition lease claim (to race
-    /// another writer).
-    pub failpoint: Option<String>,
+    /// Test hook (MILLPOND_FAILPOINT, builds with the feature `failpoints`
+    /// only): see `millpond_shared::failpoint` for the writer's.
+    pub failpoint: Option<failpoint::Armed>,
     /// After SIGTERM, the longest the writer keeps serving its ingest's
     /// final flush (MILLPOND_WRITER_SHUTDOWN_GRACE_S, default 60).
     pub shutdown_grace: std::time::Duration,
@@ -129,7 +126,19 @@ impl WriterConfig {
         } else {
             ducklake(&mut r)
         };
-        let failpoint = r.optional("MILLPOND_FAILPOINT");
+        let failpoint = r.optional("MILLPOND_FAILPOINT").and_then(|spec| {
+            let armed = failpoint::parse(&spec, failpoint::Process::Writer);
+            let armed = armed.and_then(|a| match destination == "hoglake" {
+                true if a.point.ducklake_only() => Err(format!(
+                    "{} is a pause of the DuckLake sink; this writer writes hoglake",
+                    a.point.name()
+                )),
+                _ => Ok(a),
+            });
+            armed
+                .map_err(|why| r.errors.push("MILLPOND_FAILPOINT", why))
+                .ok()
+        });
         let shutdown_grace = std::time::Duration::from_secs(r.parse_or(
             "MILLPOND_WRITER_SHUTDOWN_GRACE_S",
             60u64,

@@ -34,14 +34,13 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
         hoglake,
     );
     let health = Arc::new(WriterHealth::default());
-    let sink =
-        crate::sink::factory::connect(&cfg.sink, metrics.clone(), cfg.failpoint.clone()).await?;
+    millpond_shared::failpoint::arm(cfg.failpoint);
+    let sink = crate::sink::factory::connect(&cfg.sink, metrics.clone()).await?;
     let sink: SharedSink = Arc::new(Mutex::new(sink));
 
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
     let (stop_tx, stop_rx) = watch::channel(false);
     let service = WriterService::new(sink.clone(), metrics, health.clone(), fatal_tx)
-        .with_failpoint(cfg.failpoint.clone())
         .with_max_flush_bytes(cfg.max_flush_bytes);
     let activity = service.activity();
     let mut stop = stop_rx.clone();

@@ -2,6 +2,7 @@
 use std::time::Duration;
 
 use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
+use millpond_shared::failpoint;
 
 mod flush;
 mod kafka;
@@ -36,9 +37,9 @@ pub struct IngestConfig {
     /// MILLPOND_TOPIC_EPOCH: the lake records this topic's offsets apart
     /// from an earlier topic of the same name (see [`crate::epoch`]).
     pub topic_epoch: Option<String>,
-    /// Test hook (MILLPOND_FAILPOINT): `kill_after_ack` makes the process
-    /// abort itself (like a SIGKILL) after the writer's ack and before the Kafka commit.
-    pub failpoint: Option<String>,
+    /// Test hook (MILLPOND_FAILPOINT, builds with the feature `failpoints`
+    /// only): `kill_after_ack` (see `millpond_shared::failpoint`).
+    pub failpoint: Option<failpoint::Armed>,
 }
 
 /// Liveness: unhealthy when the last poll is older than this.
@@ -147,7 +148,11 @@ impl IngestConfig {
         if let Some(why) = topic_epoch.as_deref().and_then(crate::epoch::invalid) {
             r.errors.push("MILLPOND_TOPIC_EPOCH", why);
         }
-        let failpoint = r.optional("MILLPOND_FAILPOINT");
+        let failpoint = r.optional("MILLPOND_FAILPOINT").and_then(|spec| {
+            failpoint::parse(&spec, failpoint::Process::Ingest)
+                .map_err(|why| r.errors.push("MILLPOND_FAILPOINT", why))
+                .ok()
+        });
         r.finish()?;
         Ok(IngestConfig {
             common,

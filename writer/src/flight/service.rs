@@ -1,3 +1,4 @@
+use millpond_shared::failpoint::{self, Failpoint};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,7 +33,6 @@ pub struct WriterService {
     health: Arc<WriterHealth>,
     /// Receives a reason when the writer must exit non-zero.
     fatal: watch::Sender<Option<String>>,
-    failpoint: Option<String>,
     activity: Arc<Activity>,
     /// Most Arrow IPC bytes one DoPut may carry (a whole flush).
     max_flush_bytes: u64,
@@ -122,7 +122,6 @@ impl WriterService {
             metrics,
             health,
             fatal,
-            failpoint: None,
             activity: Arc::default(),
             max_flush_bytes: crate::config::DEFAULT_MAX_FLUSH_BYTES,
         }
@@ -137,12 +136,6 @@ impl WriterService {
     /// Shared view of DoPut activity (for graceful shutdown).
     pub fn activity(&self) -> Arc<Activity> {
         self.activity.clone()
-    }
-
-    /// Installs a test failpoint (see `WriterConfig::failpoint`).
-    pub fn with_failpoint(mut self, failpoint: Option<String>) -> Self {
-        self.failpoint = failpoint;
-        self
     }
 
     pub(super) async fn put(
@@ -195,10 +188,7 @@ impl WriterService {
 
         match result {
             Ok((receipt, sink_name)) => {
-                if self.failpoint.as_deref() == Some("kill_after_commit") {
-                    tracing::warn!(flush_id = %id, "failpoint kill_after_commit: crashing before the ack");
-                    millpond_shared::process::crash_now("kill_after_commit");
-                }
+                failpoint::abort(Failpoint::KillAfterCommit);
                 self.health.write_succeeded();
                 self.metrics.records_written.inc_by(receipt.rows_written);
                 self.metrics
@@ -412,9 +402,8 @@ impl WriterService {
                 }
                 DecodedPayload::None => {}
             }
-            if streamed && rows > 0 && self.failpoint.as_deref() == Some("kill_mid_stream") {
-                tracing::warn!(flush_id = %head.flush_id, "failpoint kill_mid_stream: crashing with the flush half received");
-                millpond_shared::process::crash_now("kill_mid_stream");
+            if streamed && rows > 0 {
+                failpoint::abort(Failpoint::KillMidStream);
             }
         }
         let desc = if streamed {

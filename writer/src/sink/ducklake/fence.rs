@@ -43,6 +43,7 @@
 //!
 //! What it assumes: the catalog clients' clocks agree to within a third of
 //! the lease. The owner is one per process start (lease_owner.rs).
+use millpond_shared::failpoint::{self, Failpoint};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -77,9 +78,6 @@ pub struct Fence {
     rows: HashSet<(String, i32)>,
     /// This writer start's fence table exists (created in this session).
     fence_ready: bool,
-    /// Test hook (MILLPOND_FAILPOINT=pause_in_claim:<ms>): hold each claim
-    /// open before its COMMIT, to race another writer's claim.
-    pub pause_in_claim: Option<Duration>,
 }
 
 /// `_millpond_leases_<table>`: one lease table per target table, so the
@@ -97,7 +95,6 @@ impl Fence {
             table_ready: false,
             rows: HashSet::new(),
             fence_ready: false,
-            pause_in_claim: None,
         }
     }
 
@@ -342,10 +339,7 @@ impl Fence {
             // A row deleted meanwhile: retried, after creating it again.
             return Err(conflict(&"a partition has no lease row"));
         }
-        if let Some(pause) = self.pause_in_claim {
-            tracing::warn!(ms = pause.as_millis() as u64, "failpoint pause_in_claim");
-            std::thread::sleep(pause);
-        }
+        failpoint::pause(Failpoint::PauseInClaim);
         conn.execute_batch("COMMIT").map_err(|e| conflict(&e))
     }
 

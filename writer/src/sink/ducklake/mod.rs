@@ -31,6 +31,7 @@ pub use connect::extensions;
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 use arrow::record_batch::RecordBatch;
 use duckdb::Connection;
+use millpond_shared::failpoint::{self, Failpoint};
 
 use self::session::Session;
 use millpond_proto::{AckOutcome, OffsetRange};
@@ -66,17 +67,6 @@ pub struct DuckLakeSink {
     offsets_ready: bool,
     flushes: u64,
     fence: Fence,
-    /// Test hook (MILLPOND_FAILPOINT=pause_before_commit:<ms>): hold the
-    /// write transaction open before COMMIT, to race another writer.
-    pause_before_commit: Option<std::time::Duration>,
-    /// Test hook (MILLPOND_FAILPOINT=stall_in_commit:<ms>): stall after the
-    /// lease check, right before COMMIT, as a catalog connection that holds
-    /// its bytes would.
-    stall_in_commit: Option<std::time::Duration>,
-    /// Test hook (MILLPOND_FAILPOINT=pause_before_publish:<ms>): hold a
-    /// streamed flush between reading the table's columns and uploading
-    /// (or listing) its files, to change the table behind its back.
-    pause_before_publish: Option<std::time::Duration>,
     /// uuid rewrites already logged: (column, live type).
     uuid_rewrites: std::collections::HashSet<(String, String)>,
     /// Whether the last `commit` issued COMMIT, and whether it failed on
@@ -148,9 +138,6 @@ impl DuckLakeSink {
             offsets_ready: false,
             flushes: 0,
             fence: Fence::new(cfg_owner, cfg_lease),
-            pause_before_commit: None,
-            stall_in_commit: None,
-            pause_before_publish: None,
             uuid_rewrites: std::collections::HashSet::new(),
             commit_sent: false,
             rows_refused: false,
@@ -168,25 +155,6 @@ impl DuckLakeSink {
         sink.session()?;
         sink.ensure_own_tables()?;
         Ok(sink)
-    }
-
-    /// Installs the DuckLake test hooks MILLPOND_FAILPOINT may name:
-    /// `pause_before_commit:<ms>` (each write transaction, before its lease
-    /// check), `stall_in_commit:<ms>` (after it),
-    /// `pause_before_publish:<ms>` (each attempt to register a streamed
-    /// flush's files) and `pause_in_claim:<ms>` (each lease claim).
-    pub fn with_failpoint(mut self, failpoint: Option<&str>) -> Self {
-        let pause = |prefix: &str| {
-            failpoint
-                .and_then(|f| f.strip_prefix(prefix))
-                .and_then(|ms| ms.parse().ok())
-                .map(std::time::Duration::from_millis)
-        };
-        self.pause_before_commit = pause("pause_before_commit:");
-        self.stall_in_commit = pause("stall_in_commit:");
-        self.pause_before_publish = pause("pause_before_publish:");
-        self.fence.pause_in_claim = pause("pause_in_claim:");
-        self
     }
 
     fn conn(&self) -> &Connection {
@@ -414,10 +382,7 @@ impl DuckLakeSink {
             result = session.execute_raw(&tail.join(";\n"));
         }
         if result.is_ok() {
-            if let Some(pause) = self.pause_before_commit {
-                tracing::warn!(flush_id = %flush.id, ms = pause.as_millis() as u64, "failpoint pause_before_commit");
-                std::thread::sleep(pause);
-            }
+            failpoint::pause(Failpoint::PauseBeforeCommit);
             if self.cfg.partition_fence && !self.fence.still_held(&flush.ranges) {
                 let _ = session.execute_raw("ROLLBACK");
                 return Err(SinkError::new(
@@ -425,10 +390,7 @@ impl DuckLakeSink {
                     "partition lease too close to its end to commit; renewing it first",
                 ));
             }
-            if let Some(stall) = self.stall_in_commit {
-                tracing::warn!(flush_id = %flush.id, ms = stall.as_millis() as u64, "failpoint stall_in_commit");
-                std::thread::sleep(stall);
-            }
+            failpoint::pause(Failpoint::StallInCommit);
             self.commit_sent = true;
             result = session.execute_raw("COMMIT");
         }

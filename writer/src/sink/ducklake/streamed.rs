@@ -19,6 +19,7 @@
 //! asked to send the flush again whole ([`SinkErrorKind::ResendWhole`]).
 //! Either way streamed flushes are held for the next ten minutes.
 
+use millpond_shared::failpoint::{self, Failpoint};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -493,10 +494,7 @@ impl DuckLakeSink {
             .into_iter()
             .chain(columns.ddl.iter().cloned())
             .collect();
-        if let Some(pause) = self.pause_before_publish {
-            tracing::warn!(flush_id = %flush.id, ms = pause.as_millis() as u64, "failpoint pause_before_publish");
-            std::thread::sleep(pause);
-        }
+        failpoint::pause(Failpoint::PauseBeforePublish);
         let spool = st.spool.as_mut().expect("spooled");
         // For a lake on S3, the files are uploaded here.
         let files = spool
