@@ -81,6 +81,7 @@ pub fn main() -> ExitCode {
 }
 
 async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
+    millpond_shared::failpoint::arm(cfg.failpoint);
     let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
     let metrics =
         IngestMetrics::new(&registry).with_matched_values_cap(cfg.stages.matched_values_cap);
