@@ -3,7 +3,7 @@
 //! with hostile ones mixed in. Ignored by default (about a minute):
 //!
 //! ```sh
-//! cargo test --release -p millpond-ingest --test hostile_soak -- --ignored --nocapture
+//! cargo test --release -p millpond-ingest --test it -- hostile_soak:: --ignored --nocapture
 //! ```
 //!
 //! `SOAK_PAYLOADS` changes the count. Checks: no panic; every record is a

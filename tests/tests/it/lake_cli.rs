@@ -371,9 +371,7 @@ macro_rules! both_backends {
 }
 
 // The commands beyond DuckLake's own functions, each on both backends.
-#[path = "lake_cli/maintenance.rs"]
 mod maintenance;
-#[path = "lake_cli/repairs.rs"]
 mod repairs;
 
 both_backends!(

@@ -5,7 +5,7 @@
 //! Every test reads real state back: the emulator's request log and files
 //! listing, and the uploaded parquet from S3.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

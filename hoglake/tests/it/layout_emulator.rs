@@ -2,7 +2,7 @@
 //! promotions against the hoglake emulator and moto S3: declared once after
 //! creation, recovered on a table left without one, fatal when it differs.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 
