@@ -397,7 +397,7 @@ async fn bootstrap_indexes_builds_the_catalog_btrees_once() {
     );
     assert_eq!(lake.catalog_psql(ours), "0|");
     lake_cli(&lake, &["bootstrap-indexes"]).ok();
-    let n = millpond_writer::lake_tools::INDEXES.len();
+    let n = millpond_lake::INDEXES.len();
     assert_eq!(lake.catalog_psql(ours), format!("{n}|t"));
     let again = lake_cli(&lake, &["bootstrap-indexes"]);
     assert_eq!(again.ok().matches(" exists").count(), n, "{again:#?}");

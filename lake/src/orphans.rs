@@ -7,7 +7,7 @@ use anyhow::bail;
 use super::catalog::Lake;
 use super::confirm::Ask;
 use super::lifecycle::{paths, show};
-use crate::sink::ducklake::config::Catalog;
+use millpond_writer::lake_api::Catalog;
 
 /// An embedded catalog inside the data path would look like an orphan.
 fn catalog_in_data_path(lake: &Lake) -> Option<String> {

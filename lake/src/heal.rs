@@ -14,7 +14,7 @@ use super::confirm::Ask;
 use super::native::CatalogSql;
 use super::orphans::find_orphans;
 use super::storage::Storage;
-use crate::sink::ducklake::sql::{ident, literal};
+use millpond_writer::lake_api::{ident, literal};
 
 /// The column every Millpond row gets when written: a rewrite of the same
 /// records differs there, so it is left out when looking for them.

@@ -4,7 +4,7 @@
 //! prints what it would do, then confirms and runs it for real.
 use super::catalog::{as_i64, as_string, Lake, TableRef};
 use super::confirm::Ask;
-use crate::sink::ducklake::sql::literal;
+use millpond_writer::lake_api::literal;
 
 /// Lists at most this many paths in a summary.
 const SHOWN: usize = 20;

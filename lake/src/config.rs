@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
 
-use crate::sink::dead_letters::table_setting;
-use crate::sink::ducklake::config::{LakeConfig, LAST_RECORDS_TABLE, OFFSETS_TABLE};
+use millpond_writer::lake_api::table_setting;
+use millpond_writer::lake_api::{LakeConfig, LAST_RECORDS_TABLE, OFFSETS_TABLE};
 
 /// Default port of the exporter's /metrics (ingest 8000, writer 8001).
 pub const DEFAULT_METRICS_PORT: u16 = 8002;

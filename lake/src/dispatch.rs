@@ -5,8 +5,8 @@ use super::cli::Command;
 use super::config::ToolConfig;
 use super::confirm::Ask;
 use super::{
-    cleanup, compact, dedup, expire, expire_snapshots, fsck, heal, indexes, lifecycle, maintain,
-    metrics, orphans, partitions, probe, recipes, shell, stats,
+    chain, cleanup, compact, dedup, expire, expire_snapshots, fsck, heal, indexes, lifecycle,
+    maintain, metrics, orphans, partitions, probe, recipes, shell, stats,
 };
 
 /// Ok(false): the command ran and found something wrong (or something it
@@ -43,7 +43,7 @@ pub fn execute(command: Command, cfg: &ToolConfig, ask: &Ask) -> anyhow::Result<
                     ),
                 )?;
             }
-            recipes::run(&names, &mut |c| execute(c, cfg, ask))
+            chain::run(&names, &mut |c| execute(c, cfg, ask))
         }
         other => on_lake(other, &Lake::open(&cfg.lake)?, cfg, ask),
     }

@@ -9,8 +9,8 @@
 use duckdb::types::Value;
 
 use super::catalog::{Lake, META};
-use crate::sink::ducklake::config::Catalog;
-use crate::sink::ducklake::sql::literal;
+use millpond_writer::lake_api::literal;
+use millpond_writer::lake_api::Catalog;
 
 pub struct CatalogSql<'a> {
     lake: &'a Lake,

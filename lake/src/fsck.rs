@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use super::catalog::{as_i64, as_string, meta, Lake};
-use crate::sink::ducklake::sql::literal;
+use millpond_writer::lake_api::literal;
 
 /// One thing wrong, in words.
 #[derive(Debug, Clone, PartialEq, Eq)]

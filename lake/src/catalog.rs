@@ -7,10 +7,7 @@ use anyhow::{bail, Context};
 use duckdb::types::Value;
 use duckdb::Connection;
 
-use crate::sink::ducklake::config::{Catalog, LakeConfig};
-use crate::sink::ducklake::connect;
-use crate::sink::ducklake::session::Session;
-use crate::sink::ducklake::sql::{ident, literal};
+use millpond_writer::lake_api::{self, ident, literal, Catalog, LakeConfig, Session};
 
 /// The metadata catalog of the lake attached as `lake`.
 pub const META: &str = "__ducklake_metadata_lake";
@@ -58,7 +55,7 @@ impl Lake {
                 );
             }
         }
-        let session = connect::open(cfg).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        let session = lake_api::open(cfg).map_err(|e| anyhow::anyhow!("{}", e.message))?;
         let lake = Lake {
             session,
             cfg: cfg.clone(),
@@ -108,7 +105,7 @@ impl Lake {
         let first = sql.split_whitespace().take(6).collect::<Vec<_>>().join(" ");
         anyhow::anyhow!(
             "{} (running: {first} ...)",
-            connect::scrub(&self.cfg, &e.to_string())
+            lake_api::scrub(&self.cfg, &e.to_string())
         )
     }
 

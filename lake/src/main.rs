@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    millpond_writer::lake_tools::main()
+    millpond_lake::main()
 }

@@ -5,8 +5,8 @@
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use crate::sink::ducklake::config::LakeConfig;
-use crate::sink::ducklake::spool::remote::store;
+use millpond_writer::lake_api::s3_store as store;
+use millpond_writer::lake_api::LakeConfig;
 
 pub enum Storage {
     Local,
@@ -75,7 +75,7 @@ impl Storage {
                 let scrub = |e: object_store::Error| {
                     anyhow::anyhow!(
                         "{}",
-                        crate::sink::ducklake::connect::scrub(
+                        millpond_writer::lake_api::scrub(
                             cfg,
                             &format!("moving {from} to {to}: {e}")
                         )

@@ -5,7 +5,7 @@
 //! merges would leave. `compact --dry-run` prints the same plan;
 //! `compact-probe` prints it for every tier and table.
 use super::catalog::{as_i64, meta, Lake, TableRef};
-use super::compact::{Tier, TIERS};
+use super::tiers::{Tier, TIERS};
 use super::units::bytes;
 
 /// One table's files in one tier's band.

@@ -6,7 +6,7 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use anyhow::bail;
 
-use crate::sink::ducklake::config::LakeConfig;
+use millpond_writer::lake_api::LakeConfig;
 
 /// Asks once per run: a chain (`maintain`) confirms up front, and its
 /// steps then pass.

@@ -6,8 +6,8 @@
 use anyhow::bail;
 
 use super::catalog::{as_string, Lake, META};
-use crate::sink::ducklake::config::Catalog;
-use crate::sink::ducklake::sql::literal;
+use millpond_writer::lake_api::literal;
+use millpond_writer::lake_api::Catalog;
 
 /// (index, table, columns). Names start with `millpond_` so they are ours to
 /// find again.

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use super::catalog::{as_i64, as_string, Lake, TableRef};
 use super::confirm::Ask;
 use super::native::CatalogSql;
-use crate::sink::ducklake::sql::{ident, literal};
+use millpond_writer::lake_api::{ident, literal};
 
 /// One partition key of one live file, and what the catalog holds for it.
 struct Key {

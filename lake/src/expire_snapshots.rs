@@ -15,7 +15,7 @@ use super::catalog::{as_i64, as_string, Lake};
 use super::confirm::Ask;
 use super::expire::{choose, Expire};
 use super::native::CatalogSql;
-use crate::sink::ducklake::sql::ident;
+use millpond_writer::lake_api::ident;
 
 /// A dropped table's catalog rows, keyed by `table_id`.
 const TABLE_ROWS: [&str; 12] = [

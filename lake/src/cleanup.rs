@@ -7,8 +7,8 @@ use anyhow::bail;
 use super::catalog::{as_string, meta, Lake};
 use super::confirm::Ask;
 use super::lifecycle::{paths, show};
-use crate::sink::ducklake::config::{Catalog, EmbeddedFormat};
-use crate::sink::ducklake::sql::literal;
+use millpond_writer::lake_api::literal;
+use millpond_writer::lake_api::{Catalog, EmbeddedFormat};
 
 /// Deletes files scheduled for deletion at least `older_than` ago; returns
 /// how many.

@@ -10,8 +10,8 @@ use super::super::catalog::{as_f64, as_i64, as_string, meta, Lake, TableRef};
 use super::super::config::ToolConfig;
 use super::catalog_state::{self, CatalogState};
 use super::shape::{self, Shape};
-use crate::sink::ducklake::config::OFFSETS_TABLE;
-use crate::sink::ducklake::sql::ident;
+use millpond_writer::lake_api::ident;
+use millpond_writer::lake_api::OFFSETS_TABLE;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TableState {

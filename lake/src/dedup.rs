@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use super::catalog::{as_i64, as_string, Lake};
 use super::confirm::Ask;
 use super::native::CatalogSql;
-use crate::sink::ducklake::sql::literal;
+use millpond_writer::lake_api::literal;
 
 /// A live delete file of a data file that has more than one.
 struct DeleteFile {

@@ -28,7 +28,7 @@ pub fn run_one(lake: &Lake, sql: &str) -> anyhow::Result<()> {
 fn lake_error(lake: &Lake, e: duckdb::Error) -> anyhow::Error {
     anyhow::anyhow!(
         "{}",
-        crate::sink::ducklake::connect::scrub(&lake.cfg, &e.to_string())
+        millpond_writer::lake_api::scrub(&lake.cfg, &e.to_string())
     )
 }
 

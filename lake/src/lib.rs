@@ -1,12 +1,14 @@
 //! `millpond-lake`: maintenance and lake-state metrics for the DuckLake a
 //! Millpond writer fills. It reads the writer's own DUCKLAKE_* / DUCKDB_S3_*
-//! variables and opens the lake with the writer's session setup, and runs
-//! DuckLake's own maintenance functions, plus repairs of the catalog that
-//! DuckLake has no function for.
+//! variables and opens the lake with the writer's session setup (both from
+//! the writer's library, `millpond_writer::lake_api`), and runs DuckLake's
+//! own maintenance functions, plus repairs of the catalog that DuckLake has
+//! no function for.
 //!
 //! Exit status: 0 done, 1 failed (or found something it could not fix),
 //! 2 bad arguments or configuration.
 mod catalog;
+mod chain;
 mod cleanup;
 mod cli;
 mod cli_args;
@@ -31,6 +33,7 @@ mod recipes;
 mod shell;
 mod stats;
 mod storage;
+mod tiers;
 mod units;
 
 use std::process::ExitCode;
@@ -38,9 +41,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use millpond_shared::config::Env;
 
-pub use compact::{Tier, TIERS};
 pub use indexes::INDEXES;
 pub use recipes::RECIPES;
+pub use tiers::{Tier, TIERS};
 
 use self::cli::{Cli, Command};
 use self::config::ToolConfig;

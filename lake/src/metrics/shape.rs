@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use millpond_shared::metrics::LakeMetrics;
 
 use super::super::catalog::{as_i64, as_string, meta, Lake, TableRef};
-use super::super::compact::TIERS;
+use super::super::tiers::TIERS;
 
 /// The size bands, smallest first: one per compaction tier, then `large`.
 pub const BANDS: [&str; 4] = ["tier1", "tier2", "tier3", "large"];
