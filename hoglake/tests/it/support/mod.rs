@@ -2,8 +2,7 @@
 //! settings, a publisher, and small batch helpers.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +15,9 @@ use millpond_hoglake::publish::{OffsetRange, Publisher, PublisherConfig, RetryPo
 use millpond_hoglake::store::S3Config;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
+
+#[path = "../../../../tests/hoglake-emulator/launch.rs"]
+mod launch;
 
 pub const CATALOG: &str = "it";
 pub const NS: &str = "analytics";
@@ -30,41 +32,16 @@ pub struct Emulator {
 
 impl Emulator {
     pub fn start() -> Self {
-        let script = &format!(
+        let script = format!(
             "{}{}",
             std::env::var("CARGO_MANIFEST_DIR")
                 .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
             "/../tests/hoglake-emulator/hoglake_emulator.py"
         );
-        let python = std::env::var("MILLPOND_PYTHON").unwrap_or_else(|_| {
-            let venv = format!(
-                "{}/.cache/millpond/venv/bin/python",
-                std::env::var("HOME").unwrap_or_default()
-            );
-            if std::path::Path::new(&venv).exists() {
-                venv
-            } else {
-                "python3".into()
-            }
-        });
-        let mut child = Command::new(&python)
-            .args([script, "--host", "127.0.0.1", "--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start the hoglake emulator with {python}: {e}"));
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("emulator stdout");
-        let port: u16 = line
-            .trim()
-            .strip_prefix("LISTENING ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("emulator did not print LISTENING <port>: {line:?}"));
+        let (child, root) = launch::launch(&script);
         Self {
             child,
-            root: format!("http://127.0.0.1:{port}"),
+            root,
             http: reqwest::Client::new(),
         }
     }
