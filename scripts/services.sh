@@ -61,6 +61,15 @@ pg_login_ok() {
         -tAc 'SELECT 1' 2>/dev/null | grep -qx 1
 }
 
+# `\set NAME 'VALUE'` for psql's stdin: inside single quotes psql reads
+# '' as a quote and \\ as a backslash; a value cannot span lines.
+psql_set() {
+    case "$2" in *$'\n'*) millpond_die "services: $1 must be one line" ;; esac
+    local v=${2//\\/\\\\}
+    v=${v//\'/\'\'}
+    printf '%s %s %s\n' '\set' "$1" "'$v'"
+}
+
 pg_start() {
     if ! pg_ready; then
         local cluster
@@ -82,20 +91,22 @@ pg_start() {
     pg_login_ok && return 0
 
     # Role and database (created if absent; the password is (re)set so a
-    # stale role from an older run still works).
-    as_postgres psql -X -q -v ON_ERROR_STOP=1 -p "$PG_PORT" -d postgres >/dev/null <<SQL ||
-DO \$\$
-BEGIN
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$PG_USER') THEN
-        CREATE ROLE $PG_USER LOGIN CREATEDB PASSWORD '$PG_PASSWORD';
-    ELSE
-        ALTER ROLE $PG_USER LOGIN CREATEDB PASSWORD '$PG_PASSWORD';
-    END IF;
-END
-\$\$;
-SELECT 'CREATE DATABASE $PG_DB OWNER $PG_USER'
- WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '$PG_DB')\gexec
+    # stale role from an older run still works). The values reach the SQL
+    # only as psql variables, quoted by format(): %I an identifier, %L a
+    # literal. They are set on stdin (never on the command line, which `ps`
+    # shows), each a psql-quoted argument.
+    {
+        psql_set user "$PG_USER"
+        psql_set password "$PG_PASSWORD"
+        psql_set db "$PG_DB"
+        cat <<'SQL'
+SELECT format('CREATE ROLE %I', :'user')
+ WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'user')\gexec
+SELECT format('ALTER ROLE %I LOGIN CREATEDB PASSWORD %L', :'user', :'password')\gexec
+SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'user')
+ WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = :'db')\gexec
 SQL
+    } | as_postgres psql -X -q -v ON_ERROR_STOP=1 -p "$PG_PORT" -d postgres >/dev/null ||
         millpond_die "could not create role $PG_USER / database $PG_DB (psql as postgres failed)"
 
     pg_login_ok && return 0

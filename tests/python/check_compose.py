@@ -49,11 +49,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rust_env_reads import Reads, ScanError, binary_reads  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-# Image target -> (cargo package of its binary, features: None = defaults).
+# Image target -> (cargo packages of its binaries, features: None = defaults).
 IMAGES = {
-    "ingest": ("millpond-ingest", None),
-    "writer-ducklake": ("millpond-writer", None),
-    "writer-hoglake": ("millpond-writer", set()),
+    "ingest": (("millpond-ingest",), None),
+    "writer-ducklake": (("millpond-writer", "millpond-lake"), None),
+    "writer-hoglake": (("millpond-writer",), set()),
 }
 CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 # The stacks checked by default: each a list of files laid over each other.
@@ -197,8 +197,19 @@ def check_kafka(r: Report, name: str, services: dict[str, dict], certs: Path | N
                     f"{name}: {var} ({value}) is a file a bind mount provides" + (f" ({found})" if found else ""))
 
 
+def image_reads(packages: tuple[str, ...], features: set[str] | None) -> Reads:
+    """What the binaries of an image's `packages` read, together."""
+    out = Reads()
+    for package in packages:
+        rd = binary_reads(REPO, package, features)
+        for mine, theirs in ((out.names, rd.names), (out.prefixes, rd.prefixes), (out.reported, rd.reported)):
+            for name, where in theirs.items():
+                mine.setdefault(name, set()).update(where)
+    return out
+
+
 def check_env(r: Report, where: str, image: str, env: dict[str, str], reads: dict[str, Reads]) -> None:
-    package, _ = IMAGES[image]
+    package = " or ".join(IMAGES[image][0])
     unread = sorted(v for v in env if not reads[image].reads(v))
     r.check(not unread, f"{where}: every variable set is read by {package} ({image})"
             + (f"; not read: {', '.join(unread)}" if unread else f" ({len(env)} set)"))
@@ -313,7 +324,7 @@ def main() -> int:
             return 0
         r = Report()
         try:
-            reads = {image: binary_reads(REPO, package, features) for image, (package, features) in IMAGES.items()}
+            reads = {image: image_reads(packages, features) for image, (packages, features) in IMAGES.items()}
         except ScanError as e:
             r.check(False, f"scan of the Rust sources: {e}")
             return 1

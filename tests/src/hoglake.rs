@@ -3,8 +3,7 @@
 //! bucket from scripts/services.sh as its data path, the HOGLAKE_* settings
 //! of a writer publishing there, and the table read back (the catalog's file
 //! listing and request log, the parquet from S3).
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use arrow::record_batch::RecordBatch;
@@ -13,6 +12,9 @@ use millpond_hoglake::store::{DataStore, S3Config};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::required_env;
+
+#[path = "../hoglake-emulator/launch.rs"]
+mod launch;
 
 pub const CATALOG: &str = "it";
 pub const NAMESPACE: &str = "analytics";
@@ -28,36 +30,8 @@ pub struct Emulator {
 impl Emulator {
     pub fn start() -> Self {
         let script = crate::manifest_path("/hoglake-emulator/hoglake_emulator.py");
-        let python = std::env::var("MILLPOND_PYTHON").unwrap_or_else(|_| {
-            let venv = format!(
-                "{}/.cache/millpond/venv/bin/python",
-                std::env::var("HOME").unwrap_or_default()
-            );
-            if std::path::Path::new(&venv).exists() {
-                venv
-            } else {
-                "python3".into()
-            }
-        });
-        let mut child = Command::new(&python)
-            .args([script.as_str(), "--host", "127.0.0.1", "--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start the hoglake emulator with {python}: {e}"));
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("emulator stdout");
-        let port: u16 = line
-            .trim()
-            .strip_prefix("LISTENING ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("emulator did not print LISTENING <port>: {line:?}"));
-        Self {
-            child,
-            root: format!("http://127.0.0.1:{port}"),
-        }
+        let (child, root) = launch::launch(&script);
+        Self { child, root }
     }
 
     /// Arms a fault rule (or a list of them) of the emulator's control API

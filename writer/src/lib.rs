@@ -3,8 +3,27 @@
 pub mod config;
 pub mod flight;
 pub mod health;
-#[cfg(feature = "ducklake")]
-pub mod lake_tools;
 pub mod retry;
 pub mod run;
 pub mod sink;
+
+/// What `millpond-lake` (the `lake` crate) uses of the writer: the lake's
+/// configuration, its session as the writer opens it, and the SQL quoting.
+/// The one block through which that crate reaches the DuckLake sink's
+/// modules: keep these names here when those modules move.
+#[cfg(feature = "ducklake")]
+pub mod lake_api {
+    pub use crate::sink::dead_letters::table_setting;
+    pub use crate::sink::ducklake::config::{
+        Catalog, EmbeddedFormat, LakeConfig, S3Config, LAST_RECORDS_TABLE, OFFSETS_TABLE,
+    };
+    pub use crate::sink::ducklake::connect::{open, scrub};
+    pub use crate::sink::ducklake::session::Session;
+    pub use crate::sink::ducklake::sql::{ident, literal};
+
+    /// The lake's bucket as the writer's streamed uploads reach it (with the
+    /// session's DUCKDB_S3_* settings).
+    pub fn s3_store(bucket: &str, s3: &S3Config) -> Result<object_store::aws::AmazonS3, String> {
+        crate::sink::ducklake::spool::remote::store(bucket, s3)
+    }
+}

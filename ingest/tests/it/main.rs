@@ -1,0 +1,5 @@
+//! The ingest crate's integration tests, one test binary; each module was a
+//! binary of its own.
+mod hostile_soak;
+mod reread;
+mod stream_refused;

@@ -1,0 +1,5 @@
+include!("../build-support/duckdb_link.rs");
+
+fn main() {
+    link_duckdb();
+}

@@ -1,0 +1,175 @@
+//! What `millpond-lake` reads from the environment: the writer's lake
+//! settings (DUCKLAKE_RDS_*, DUCKLAKE_DATA_PATH, DUCKDB_S3_*, ...) through
+//! the writer's own parser, plus the metrics exporter's DUCKLAKE_METRICS_*.
+use std::time::Duration;
+
+use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
+
+use millpond_writer::lake_api::table_setting;
+use millpond_writer::lake_api::{LakeConfig, LAST_RECORDS_TABLE, OFFSETS_TABLE};
+
+/// Default port of the exporter's /metrics (ingest 8000, writer 8001).
+pub const DEFAULT_METRICS_PORT: u16 = 8002;
+
+#[derive(Debug, Clone)]
+pub struct ToolConfig {
+    /// Logging, metric labels (`pipeline`, `broker_source`) and the HTTP
+    /// port (DUCKLAKE_METRICS_PORT).
+    pub common: CommonConfig,
+    pub lake: LakeConfig,
+    /// DUCKLAKE_SCHEMA: the schema a bare `--table name` means.
+    pub schema: String,
+    /// DUCKLAKE_TABLE, when set: the pipeline's table (the default
+    /// `pipeline` label, and the owner of DUCKLAKE_DEAD_LETTER_TABLE).
+    pub table: Option<String>,
+    /// DUCKLAKE_DEAD_LETTER_TABLE for DUCKLAKE_TABLE, when both are set.
+    pub dead_letter_table: Option<String>,
+    pub metrics: MetricsConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct MetricsConfig {
+    /// DUCKLAKE_METRICS_PUSH_URL: where `metrics --once` POSTs.
+    pub push_url: Option<String>,
+    /// DUCKLAKE_METRICS_INTERVAL_S (default 60): how often the exporter
+    /// reads the catalog.
+    pub interval: Duration,
+    /// DUCKLAKE_METRICS_SMALL_FILE_BYTES (default 10MiB): files under this
+    /// count as compaction debt.
+    pub small_file_bytes: u64,
+}
+
+impl ToolConfig {
+    pub fn from_env(env: &Env) -> Result<Self, ConfigErrors> {
+        let mut r = EnvReader::new(env);
+        let table = r.optional("DUCKLAKE_TABLE");
+        let table = table.and_then(|t| r.safe_identifier("DUCKLAKE_TABLE", Some(t)));
+        let schema_raw = Some(r.string_or("DUCKLAKE_SCHEMA", "main"));
+        let schema = r
+            .safe_identifier("DUCKLAKE_SCHEMA", schema_raw)
+            .unwrap_or_default();
+        let common = CommonConfig::parse(
+            &mut r,
+            "DUCKLAKE_METRICS_PORT",
+            DEFAULT_METRICS_PORT,
+            table.as_deref().unwrap_or("ducklake"),
+        );
+        let dead_letter_table = match &table {
+            Some(t) => table_setting(
+                &mut r,
+                "DUCKLAKE_DEAD_LETTER_TABLE",
+                Some(t),
+                &[OFFSETS_TABLE, LAST_RECORDS_TABLE],
+            )
+            .flatten(),
+            None => None,
+        };
+        // Always checked here: `shell` runs any SQL it is given, LOAD
+        // included, and a tool run does not need the writer's fast start.
+        let lake = LakeConfig::parse(&mut r).map(|mut lake| {
+            lake.check_extension_signatures = true;
+            lake
+        });
+        let push_url = r.optional("DUCKLAKE_METRICS_PUSH_URL");
+        if let Some(u) = &push_url {
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                r.errors.push(
+                    "DUCKLAKE_METRICS_PUSH_URL",
+                    format!("must be an http:// or https:// URL (got {u:?})"),
+                );
+            }
+        }
+        let interval = Duration::from_secs(r.positive_u64("DUCKLAKE_METRICS_INTERVAL_S", 60));
+        let small_file_bytes = match r.optional("DUCKLAKE_METRICS_SMALL_FILE_BYTES") {
+            None => 10 << 20,
+            Some(v) => parse_size::parse_size(&v).unwrap_or_else(|e| {
+                r.errors.push(
+                    "DUCKLAKE_METRICS_SMALL_FILE_BYTES",
+                    format!("{v:?} is not a size like 10MiB: {e}"),
+                );
+                0
+            }),
+        };
+        r.finish()?;
+        Ok(ToolConfig {
+            common,
+            lake: lake.expect("no errors means the lake config parsed"),
+            schema,
+            table,
+            dead_letter_table,
+            metrics: MetricsConfig {
+                push_url,
+                interval,
+                small_file_bytes,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn needs_no_table_and_reads_the_writers_lake_settings() {
+        let cfg = ToolConfig::from_env(&Env::from_pairs([
+            ("DUCKLAKE_RDS_HOST", "db"),
+            ("DUCKLAKE_RDS_PASSWORD", "pw"),
+            ("DUCKLAKE_DATA_PATH", "s3://lake/events/"),
+            ("DUCKDB_S3_ACCESS_KEY_ID", "k"),
+            ("DUCKDB_S3_SECRET_ACCESS_KEY", "s"),
+        ]))
+        .unwrap();
+        assert!(!cfg.lake.is_embedded());
+        assert_eq!(cfg.lake.data_path, "s3://lake/events/");
+        assert_eq!(cfg.common.pipeline, "ducklake");
+        assert_eq!(cfg.common.http_port, DEFAULT_METRICS_PORT);
+        assert_eq!(cfg.metrics.small_file_bytes, 10 << 20);
+        assert_eq!(cfg.dead_letter_table, None);
+    }
+
+    #[test]
+    fn every_error_is_reported_together() {
+        let errs = ToolConfig::from_env(&Env::from_pairs([
+            ("DUCKLAKE_TABLE", "bad-name"),
+            ("DUCKLAKE_RDS_HOST", "db"),
+            ("DUCKLAKE_METRICS_PUSH_URL", "pushgateway:9091"),
+            ("DUCKLAKE_METRICS_SMALL_FILE_BYTES", "10 parsecs"),
+            ("DUCKLAKE_METRICS_INTERVAL_S", "0"),
+        ]))
+        .unwrap_err();
+        let vars = errs.vars();
+        for v in [
+            "DUCKLAKE_TABLE",
+            "DUCKLAKE_RDS_PASSWORD",
+            "DUCKLAKE_DATA_PATH",
+            "DUCKLAKE_METRICS_PUSH_URL",
+            "DUCKLAKE_METRICS_SMALL_FILE_BYTES",
+            "DUCKLAKE_METRICS_INTERVAL_S",
+        ] {
+            assert!(vars.contains(&v), "{v} missing from {vars:?}");
+        }
+    }
+
+    #[test]
+    fn the_tool_always_checks_extension_signatures() {
+        for set in ["false", "true"] {
+            let env = Env::from_pairs([("DUCKDB_CHECK_EXTENSION_SIGNATURES", set)]);
+            let cfg = ToolConfig::from_env(&env).unwrap();
+            assert!(cfg.lake.check_extension_signatures, "{set}");
+        }
+        let unset: [(&str, &str); 0] = [];
+        let cfg = ToolConfig::from_env(&Env::from_pairs(unset)).unwrap();
+        assert!(cfg.lake.check_extension_signatures);
+    }
+
+    #[test]
+    fn the_pipelines_table_names_its_dead_letter_table() {
+        let cfg = ToolConfig::from_env(&Env::from_pairs([("DUCKLAKE_TABLE", "events")])).unwrap();
+        assert_eq!(cfg.common.pipeline, "events");
+        assert_eq!(
+            cfg.dead_letter_table.as_deref(),
+            Some("events_dead_letters")
+        );
+    }
+}

@@ -1,3 +1,0 @@
-fn main() -> std::process::ExitCode {
-    millpond_writer::lake_tools::main()
-}
