@@ -499,7 +499,7 @@ proptest::proptest! {
         let one = batch(&[&format!(r#"{{"v":{lit}}}"#), r#"{"v":"x"}"#]);
         let float_batch = batch(&[&format!(r#"{{"v":{lit},"w":0.5}}"#)]);
         let text_batch = batch(&[r#"{"v":"x"}"#]);
-        let (_, unified) = crate::buffer::unify(vec![float_batch, text_batch]).unwrap();
+        let (_, unified) = millpond_shared::unify::unify(vec![float_batch, text_batch]).unwrap();
         let from_unify = unified[0].column_by_name("v").unwrap().as_string::<i32>().value(0).to_owned();
         proptest::prop_assert_eq!(strs(&one, "v")[0].clone(), Some(from_unify));
     }

@@ -30,7 +30,7 @@ use arrow::array::{Array, BooleanArray};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
-use crate::buffer::Decision;
+use super::Decision;
 use compare::{Cell, Index};
 
 pub const FIELD_MISSING: &str = "filter_field_missing";
