@@ -99,7 +99,7 @@ impl Pipeline {
     }
 
     /// The allowlist follows a dynamic source from now on.
-    pub fn with_live_allowlist(mut self, live: Option<crate::stages::include::LiveValues>) -> Self {
+    pub fn with_live_allowlist(mut self, live: Option<crate::stages::filter::LiveValues>) -> Self {
         if let Some(live) = live {
             self.stages = self.stages.with_live_allowlist(live.clone());
             self.delivery = self.delivery.with_live_allowlist(live);

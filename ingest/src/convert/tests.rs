@@ -597,7 +597,7 @@ fn string_stop_search_matches_a_byte_loop() {
                 b[at] = stop;
                 for from in [0, 1, 7, 8, 9] {
                     assert_eq!(
-                        super::scan::find_string_stop(&b, from),
+                        super::strings::find_string_stop(&b, from),
                         naive(&b, from),
                         "filler {filler:#x}, byte {stop:#x} at {at}, from {from}"
                     );

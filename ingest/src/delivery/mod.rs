@@ -17,7 +17,7 @@ use millpond_shared::metrics::{error_type, skip_reason, whole_reason, IngestMetr
 use crate::buffer::Cut;
 use crate::config::IngestConfig;
 use crate::flight::{FlushStream, SendError, WriterClient};
-use crate::stages::include::LiveValues;
+use crate::stages::filter::LiveValues;
 use rebuild::{Rebuild, Resend};
 
 /// Longest wait for the writer to take the next message of a streamed

@@ -38,7 +38,7 @@ pub struct Staged {
 
 impl Stages {
     /// The allowlist follows `live` from now on (authoritative dynamic source).
-    pub fn with_live_allowlist(mut self, live: include::LiveValues) -> Self {
+    pub fn with_live_allowlist(mut self, live: filter::LiveValues) -> Self {
         self.filters = std::mem::take(&mut self.filters).with_live_values(live);
         self
     }

@@ -11,8 +11,7 @@ use millpond_shared::shutdown::{Stop, Stopped};
 
 use super::config::{IncludeConfig, Mode};
 use super::set::{IncludeSet, Value};
-use super::LiveValues;
-use crate::stages::filter::Values;
+use crate::stages::filter::{LiveValues, Values};
 
 /// A running source: the values the keep filter reads.
 pub struct Source {
