@@ -3,7 +3,7 @@
 //! properties each), sorted by team_id, timestamp. The original: 50-200 ms,
 //! with peak memory doubling.
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use millpond_ingest::buffer::Record;
+use millpond_ingest::kafka::Record;
 use millpond_ingest::stages::{StageConfig, Stages};
 use millpond_proto::FlushTrigger;
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use millpond_proto::OffsetRange;
 use millpond_shared::metrics::IngestMetrics;
 
-use crate::buffer::Record;
+use crate::kafka::Record;
 
 /// How often the gauges are refreshed from the loop.
 const EVERY: Duration = Duration::from_secs(1);

@@ -3,6 +3,7 @@
 pub mod buffer;
 pub mod config;
 pub mod convert;
+pub mod delivery;
 pub mod epoch;
 pub mod flight;
 pub mod freshness;

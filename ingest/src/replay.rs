@@ -15,7 +15,7 @@ use millpond_proto::OffsetRange;
 use rdkafka::consumer::Consumer as _;
 use rdkafka::ClientConfig;
 
-use crate::buffer::Record;
+use crate::kafka::Record;
 use crate::kafka::{reread, Consumer, KafkaContext};
 
 /// Where one partition stands: what the lake recorded, and where Kafka's

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Parser};
-use millpond_ingest::buffer::Record;
 use millpond_ingest::flight::WriterClient;
+use millpond_ingest::kafka::Record;
 use millpond_ingest::replay::{KafkaPartition, Owned, Position, Start};
 use millpond_ingest::stages::{StageConfig, Stages};
 use millpond_proto::{AckOutcome, FlushTrigger, OffsetRange};

@@ -12,7 +12,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use millpond_shared::decimal::{f64_holds, number_text};
 
-use super::scan::{Tape, Val};
+use super::tape::{Tape, Val};
 
 const INT: u8 = 1;
 const FLOAT: u8 = 2;

@@ -96,9 +96,11 @@
 mod build;
 mod object;
 mod scan;
+mod strings;
+mod tape;
 
 pub use build::Withheld;
-pub use scan::{Skip, SkipReason};
+pub use tape::{Skip, SkipReason};
 #[cfg(test)]
 mod tests;
 mod unescape;

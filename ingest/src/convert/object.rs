@@ -10,7 +10,8 @@
 use serde::Deserialize as _;
 use serde_json::value::RawValue;
 
-use super::scan::{compact_into, find_string_stop, Invalid, Val};
+use super::strings::{compact_into, find_string_stop, Invalid};
+use super::tape::Val;
 use super::unescape::unescape_into;
 
 /// Reads `s` as one JSON object surrounded by optional whitespace, calling

@@ -6,7 +6,7 @@
 //! moves the output position by the bytes that count, so a run costs a few
 //! instructions whatever its length.
 
-use super::scan::{escape_at, string_stops, Invalid};
+use super::strings::{escape_at, string_stops, Invalid};
 
 /// Unescapes the body of the JSON string starting at `s[from]` (just past
 /// its opening quote) up to its closing quote, appends the text to `out`

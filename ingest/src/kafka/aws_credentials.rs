@@ -14,8 +14,15 @@ use millpond_shared::config::Secret;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, AwsCredentialProvider};
 use object_store::RetryConfig;
 
-use super::msk_iam::AwsKeys;
 use crate::config::MskIamConfig;
+
+/// One set of AWS credentials. Debug shows the key id only.
+#[derive(Clone, Debug)]
+pub struct AwsKeys {
+    pub key_id: String,
+    pub secret: Secret,
+    pub session_token: Option<Secret>,
+}
 
 /// Where signing keys come from (the chain, or fixed keys in tests).
 pub trait CredentialSource: Send + Sync {

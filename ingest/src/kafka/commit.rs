@@ -8,8 +8,9 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::client::Consumer;
 
-/// Commits `last + 1` of every range: 3 attempts, 0.5 s then 1 s. An error
-/// after the last attempt is returned and the process must exit.
+/// Commits `last + 1` of every range on [`Ladder::OFFSET_COMMIT`] (3
+/// attempts, 0.5 s then 1 s). An error after the last attempt is returned
+/// and the process must exit.
 pub fn commit_offsets(
     consumer: &Consumer,
     ranges: &[OffsetRange],
@@ -23,28 +24,28 @@ pub fn commit_offsets(
         tpl.add_partition_offset(&r.topic, r.partition, Offset::Offset(r.last + 1))?;
     }
     let ladder = Ladder::OFFSET_COMMIT;
-    let mut failed = 0;
-    loop {
-        match consumer.commit(&tpl, CommitMode::Sync) {
-            Ok(()) => break,
-            Err(e) => {
-                metrics
-                    .errors
-                    .with_label_values(&[error_type::OFFSET_COMMIT])
-                    .inc();
-                match ladder.delay(failed, None) {
-                    Some(d) => {
-                        tracing::warn!(error = %e, attempt = failed + 1, "offset commit failed; retrying");
-                        std::thread::sleep(d);
-                        failed += 1;
-                    }
-                    None => {
-                        tracing::error!(error = %e, "offset commit failed after 3 attempts");
-                        return Err(e);
-                    }
-                }
+    let mut attempt = 0;
+    let committed = ladder.retry_blocking(
+        || {
+            attempt += 1;
+            let e = match consumer.commit(&tpl, CommitMode::Sync) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            metrics
+                .errors
+                .with_label_values(&[error_type::OFFSET_COMMIT])
+                .inc();
+            if attempt < ladder.attempts {
+                tracing::warn!(error = %e, attempt, "offset commit failed; retrying");
             }
-        }
+            Err(e)
+        },
+        |_| true,
+    );
+    if let Err(e) = committed {
+        tracing::error!(error = %e, "offset commit failed after {} attempts", ladder.attempts);
+        return Err(e);
     }
     for r in ranges {
         metrics

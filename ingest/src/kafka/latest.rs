@@ -9,7 +9,7 @@ use rdkafka::consumer::Consumer as _;
 
 use super::client::Consumer;
 use super::connect::sliced;
-use crate::buffer::Record;
+use super::record::Record;
 
 #[derive(Debug, Default)]
 pub struct RunToLatest {

@@ -12,6 +12,7 @@ pub mod identity;
 mod lag;
 mod latest;
 pub mod msk_iam;
+mod record;
 mod reread;
 
 pub use assign::{assign, my_partitions, resume_points, Resume, ResumeError};
@@ -22,4 +23,5 @@ pub use context::KafkaContext;
 pub use discover::Discovery;
 pub use lag::LagSampler;
 pub use latest::RunToLatest;
+pub use record::Record;
 pub use reread::reread;

@@ -11,8 +11,8 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 use base64::Engine;
-use millpond_shared::config::Secret;
 
+pub use super::aws_credentials::AwsKeys;
 use super::aws_credentials::CredentialSource;
 
 /// How long a token is valid (X-Amz-Expires).
@@ -20,14 +20,6 @@ pub const EXPIRES: Duration = Duration::from_secs(900);
 const SERVICE: &str = "kafka-cluster";
 /// Appended after signing, like the AWS signers do (`/` is `%2F`).
 const USER_AGENT_PARAM: &str = concat!("User-Agent=millpond-ingest%2F", env!("CARGO_PKG_VERSION"));
-
-/// One set of AWS credentials. Debug shows the key id only.
-#[derive(Clone, Debug)]
-pub struct AwsKeys {
-    pub key_id: String,
-    pub secret: Secret,
-    pub session_token: Option<Secret>,
-}
 
 /// A signed token; it carries a signature and maybe a session token, so
 /// Debug shows only its expiry.

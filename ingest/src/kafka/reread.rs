@@ -12,8 +12,8 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::record::Record;
 use super::Consumer;
-use crate::buffer::Record;
 
 /// An error that says the flush's records cannot be read any more.
 fn gone(e: &KafkaError) -> bool {

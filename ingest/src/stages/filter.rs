@@ -25,12 +25,13 @@ mod per_record;
 mod tests;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
 
 use arrow::array::{Array, BooleanArray};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
-use crate::buffer::Decision;
+use super::Decision;
 use compare::{Cell, Index};
 
 pub const FIELD_MISSING: &str = "filter_field_missing";
@@ -58,6 +59,26 @@ impl Values {
             Some(i) => Values::Int(i),
             None => Values::Text(tokens.into_iter().map(str::to_owned).collect()),
         })
+    }
+}
+
+/// The allowlist the keep filter reads on every batch: the static list, or
+/// in authoritative mode what the poller last published.
+#[derive(Debug, Clone)]
+pub struct LiveValues(Arc<RwLock<Values>>);
+
+impl LiveValues {
+    pub fn new(initial: Values) -> Self {
+        LiveValues(Arc::new(RwLock::new(initial)))
+    }
+
+    pub fn get(&self) -> Values {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The poller's authoritative set replaces the list.
+    pub(in crate::stages) fn publish(&self, values: Values) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = values;
     }
 }
 
@@ -90,7 +111,7 @@ pub struct Filters {
     /// Denylist failures already warned about: (field, column type).
     warned: HashSet<(String, String)>,
     /// The allowlist's values when a dynamic source governs them.
-    live: Option<crate::stages::include::LiveValues>,
+    live: Option<LiveValues>,
 }
 
 impl Filters {
@@ -104,7 +125,7 @@ impl Filters {
     }
 
     /// The allowlist takes its values from `live` (authoritative mode).
-    pub fn with_live_values(mut self, live: crate::stages::include::LiveValues) -> Self {
+    pub fn with_live_values(mut self, live: LiveValues) -> Self {
         self.live = Some(live);
         self
     }

@@ -5,15 +5,19 @@
 //! tool and the benchmarks all call [`Stages::process`] and [`Stages::cut`].
 pub mod coerce;
 pub mod config;
+mod decision;
 pub mod filter;
 pub mod include;
 pub mod sort;
 
 use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
 use millpond_proto::FlushTrigger;
 
-use crate::buffer::{Added, Cut, Pending, Record};
+use crate::buffer::{Cut, Pending};
+use crate::kafka::Record;
 pub use config::StageConfig;
+pub use decision::{Added, Decision};
 use sort::{Skipped, Sorted};
 
 pub struct Stages {
@@ -34,7 +38,7 @@ pub struct Staged {
 
 impl Stages {
     /// The allowlist follows `live` from now on (authoritative dynamic source).
-    pub fn with_live_allowlist(mut self, live: include::LiveValues) -> Self {
+    pub fn with_live_allowlist(mut self, live: filter::LiveValues) -> Self {
         self.filters = std::mem::take(&mut self.filters).with_live_values(live);
         self
     }
@@ -51,16 +55,23 @@ impl Stages {
 
     /// Runs consumed records of `topic` through the stages into the buffer.
     pub fn process(&mut self, topic: &str, records: &[Record<'_>]) -> Added {
-        let (coercion, filters) = (&self.coercion, &mut self.filters);
-        self.pending.add_filtered(topic, records, |batch| {
-            // coercion -> allowlist -> denylist, as the spec orders them.
-            let coerced = coercion.apply(batch);
-            let mut decision = filters.decide(coerced.batch.as_ref().unwrap_or(batch));
-            decision.batch = coerced.batch;
-            decision.nulled = coerced.nulled;
-            decision.coerced = coerced.columns;
-            decision
-        })
+        let rows = self.pending.convert(topic, records);
+        let decision = match &rows.batch {
+            Some(batch) => self.decide(batch),
+            None => Decision::default(),
+        };
+        let (kept, report) = decision.split();
+        report.with(self.pending.admit(topic, rows, kept))
+    }
+
+    /// coercion -> allowlist -> denylist, as the spec orders them.
+    fn decide(&mut self, batch: &RecordBatch) -> Decision {
+        let coerced = self.coercion.apply(batch);
+        let mut decision = self.filters.decide(coerced.batch.as_ref().unwrap_or(batch));
+        decision.batch = coerced.batch;
+        decision.nulled = coerced.nulled;
+        decision.coerced = coerced.columns;
+        decision
     }
 
     /// Takes everything pending as one flush, sorted when configured.
@@ -100,12 +111,12 @@ impl Stages {
     }
 
     /// The batches converted since the last call (see [`Pending::drain`]).
-    pub fn drain(&mut self) -> Vec<arrow::record_batch::RecordBatch> {
+    pub fn drain(&mut self) -> Vec<RecordBatch> {
         self.pending.drain()
     }
 
     /// See [`Pending::restore`].
-    pub fn restore(&mut self, batches: Vec<arrow::record_batch::RecordBatch>) {
+    pub fn restore(&mut self, batches: Vec<RecordBatch>) {
         self.pending.restore(batches);
     }
 

@@ -12,7 +12,8 @@
 use std::fmt::Write as _;
 
 use arrow::record_batch::RecordBatch;
-use millpond_ingest::buffer::{Limits, Pending, Record};
+use millpond_ingest::buffer::{Limits, Pending};
+use millpond_ingest::kafka::Record;
 use millpond_proto::FlushTrigger;
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};

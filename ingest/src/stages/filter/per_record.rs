@@ -9,7 +9,7 @@ use millpond_proto::coordinates;
 use proptest::prelude::*;
 
 use super::{Filter, Values, DROPPED, EXCLUDED, FIELD_MISSING};
-use crate::buffer::Record;
+use crate::kafka::Record;
 use crate::stages::coerce::{Coercion, PinType};
 use crate::stages::{StageConfig, Stages};
 

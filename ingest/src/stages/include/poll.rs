@@ -1,18 +1,17 @@
 //! The poller thread: fetch, apply under the safety rules, publish
-//! (authoritative) and export gauges. Interval jittered +-10%; each request
-//! bounded by its timeout and its body by its cap; redirects refused, so the
-//! auth header never leaves the configured host.
+//! (authoritative) and export gauges. Interval jittered +-10% (a steady
+//! `Ladder`); each request bounded by its timeout and its body by its cap;
+//! redirects refused, so the auth header never leaves the configured host.
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
 use millpond_shared::metrics::IncludeMetrics;
+use millpond_shared::retry::Ladder;
 use millpond_shared::shutdown::{Stop, Stopped};
-use rand::Rng;
 
 use super::config::{IncludeConfig, Mode};
 use super::set::{IncludeSet, Value};
-use super::LiveValues;
-use crate::stages::filter::Values;
+use crate::stages::filter::{LiveValues, Values};
 
 /// A running source: the values the keep filter reads.
 pub struct Source {
@@ -64,6 +63,11 @@ pub fn start(
     let (first_tx, first_rx) = mpsc::channel();
     let mut poller = Poller {
         cfg: cfg.clone(),
+        pace: Ladder {
+            attempts: u32::MAX,
+            base: cfg.poll_interval,
+            jitter: 0.1,
+        },
         client,
         set,
         live: live.clone(),
@@ -114,6 +118,9 @@ fn wait_for_an_accepted_poll(
 
 struct Poller {
     cfg: IncludeConfig,
+    /// Polls every MILLPOND_INCLUDE_VALUES_POLL_INTERVAL_S, +-10%, for as
+    /// long as the process runs, whether a poll fails or not.
+    pace: Ladder,
     client: reqwest::blocking::Client,
     set: IncludeSet,
     live: LiveValues,
@@ -133,8 +140,7 @@ impl Poller {
                     self.tell_first(FirstPoll::Failed(e.to_string()));
                 }
             }
-            let jitter = rand::rng().random_range(0.9..1.1);
-            std::thread::sleep(self.cfg.poll_interval.mul_f64(jitter));
+            std::thread::sleep(self.pace.steady_delay());
         }
     }
 

@@ -1,81 +1,27 @@
-//! Client side of the Flight contract: send a flush to the writer, whole
-//! ([`WriterClient::send`]) or batch by batch as it accumulates
-//! ([`WriterClient::open`]), and wait for its durable acknowledgement.
+//! The connection to the writer: flushes sent whole, streams opened, the
+//! lake's recorded offsets read, and this instance announced, each retried
+//! on one ladder until its deadline.
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow_flight::encode::FlightDataEncoderBuilder;
-use arrow_flight::error::FlightError;
-use arrow_flight::{Action, FlightClient, FlightData, FlightDescriptor};
-use futures::{StreamExt, TryStreamExt};
+use arrow_flight::{Action, FlightClient, FlightDescriptor};
+use futures::TryStreamExt;
 use millpond_proto::{
-    AckOutcome, ErrorKind, FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets,
-    RecordedOffsetsRequest, WriteError, ACTION_INGEST_STARTED, ACTION_RECORDED_OFFSETS,
-    FLOW_WINDOW_BYTES,
+    FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets, RecordedOffsetsRequest,
+    ACTION_INGEST_STARTED, ACTION_RECORDED_OFFSETS, FLOW_WINDOW_BYTES,
 };
 use millpond_shared::retry::{GaveUp, Ladder};
-use millpond_shared::shutdown::{Stop, Stopped};
+use millpond_shared::shutdown::Stop;
 use prost::Message;
 
+use super::answer::{
+    ack_of, classify, unless_stopped, AfterStop, Attempt, SendError, NO_ACK, SHUTDOWN_GRACE,
+};
+use super::stream::FlushStream;
 use crate::epoch::LakeTopic;
-
-#[derive(Debug, thiserror::Error)]
-pub enum SendError {
-    /// The writer judged the flush unwritable; resending cannot help.
-    #[error("writer refused flush permanently ({error_type}): {message}")]
-    Permanent { error_type: String, message: String },
-    /// No acknowledgement before the deadline.
-    #[error("no acknowledgement within {0:?}: {1}")]
-    Deadline(Duration, String),
-    /// A streamed flush lost its stream; the writer wrote nothing of it,
-    /// or wrote all of it and the ack was lost.
-    #[error("the flush stream broke: {0}")]
-    Broken(String),
-    /// Ingest is stopping and the writer did not answer in time (see
-    /// [`AfterStop`]).
-    #[error("gave up waiting for the writer")]
-    Stopped(#[from] Stopped),
-}
-
-/// How long a flush still waits for the writer once SIGTERM (or SIGINT)
-/// came: well under Kubernetes' default terminationGracePeriodSeconds
-/// (30 s). A flush not acknowledged by then is given up: nothing of it is
-/// committed to Kafka, so it is read again at the next start.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
-
-/// How long a wait for the writer goes on once the stop came: the one rule
-/// for every call of this file.
-#[derive(Debug, Clone, Copy)]
-enum AfterStop {
-    /// Nothing consumed depends on it (reading the lake's offsets): it
-    /// ends at the stop.
-    Ends,
-    /// Delivering a flush, or saying this ingest stopped: it may go on
-    /// until [`SHUTDOWN_GRACE`] after the stop.
-    Grace,
-}
-
-/// Runs `wait` until it ends, or until `stop` (if any) says it must give
-/// up, as `after` says.
-async fn unless_stopped<T>(
-    stop: Option<&Stop>,
-    after: AfterStop,
-    wait: impl std::future::Future<Output = Result<T, SendError>>,
-) -> Result<T, SendError> {
-    let Some(stop) = stop else {
-        return wait.await;
-    };
-    let grace = match after {
-        AfterStop::Ends => Duration::ZERO,
-        AfterStop::Grace => SHUTDOWN_GRACE,
-    };
-    tokio::select! {
-        done = wait => done,
-        () = stop.after(grace) => Err(Stopped.into()),
-    }
-}
 
 pub struct WriterClient {
     addr: String,
@@ -100,8 +46,6 @@ const RESEND: Ladder = Ladder {
     base: Duration::from_secs(1),
     jitter: 0.25,
 };
-
-type Attempt<T> = millpond_shared::retry::Attempt<T, SendError>;
 
 impl WriterClient {
     pub fn new(addr: impl Into<String>) -> Self {
@@ -358,23 +302,8 @@ impl WriterClient {
                 },
             )
             .await?;
-        let (tx, rx) = tokio::sync::mpsc::channel::<FlightData>(STREAM_QUEUE);
-        let reply = tokio::spawn(put_stream(client, rx));
-        let mut stream = FlushStream {
-            tx,
-            reply,
-            replied: false,
-            lake_topic: self.lake_topic.clone(),
-            stop: self.stop.clone(),
-            head: Some(FlightDescriptor::new_cmd(
-                FlushDescriptor {
-                    flush_id: flush_id.to_owned(),
-                    trailer: true,
-                    ..Default::default()
-                }
-                .encode_to_vec(),
-            )),
-        };
+        let mut stream =
+            FlushStream::start(client, flush_id, self.lake_topic.clone(), self.stop.clone());
         stream.push(first, deadline).await?;
         Ok(stream)
     }
@@ -413,194 +342,4 @@ impl WriterClient {
         })
         .await
     }
-}
-
-/// FlightData messages a streamed flush may have queued for the writer
-/// (each at most the encoder's 2 MiB): what ingest holds beyond the batch
-/// it is converting.
-const STREAM_QUEUE: usize = 4;
-
-/// How long a stream the writer ended early is given to say why.
-const ENDED_WAIT: Duration = Duration::from_secs(5);
-
-/// A flush on its way to the writer while ingest still consumes it.
-pub struct FlushStream {
-    tx: tokio::sync::mpsc::Sender<FlightData>,
-    reply: tokio::task::JoinHandle<Result<FlushAck, FlightError>>,
-    /// The head descriptor, sent with the first batch.
-    head: Option<FlightDescriptor>,
-    /// `reply` has given its result (to `ended`): it is not awaited again.
-    replied: bool,
-    /// See [`WriterClient::recording`].
-    lake_topic: Option<LakeTopic>,
-    /// The client's stop: a flush waits [`SHUTDOWN_GRACE`] after it.
-    stop: Option<Stop>,
-}
-
-impl FlushStream {
-    /// Sends one batch with its own schema. An error means the stream is
-    /// broken: what it carried is gone and the flush must be rebuilt.
-    pub async fn push(&mut self, batch: &RecordBatch, deadline: Duration) -> Result<(), SendError> {
-        let stop = self.stop.clone();
-        unless_stopped(
-            stop.as_ref(),
-            AfterStop::Grace,
-            self.push_within(batch, deadline),
-        )
-        .await
-    }
-
-    async fn push_within(
-        &mut self,
-        batch: &RecordBatch,
-        deadline: Duration,
-    ) -> Result<(), SendError> {
-        let encoded: Vec<FlightData> = FlightDataEncoderBuilder::new()
-            .with_schema(batch.schema())
-            .with_flight_descriptor(self.head.take())
-            .build(futures::stream::iter([Ok(batch.clone())]))
-            .try_collect()
-            .await
-            .map_err(|e| SendError::Permanent {
-                error_type: "encode".into(),
-                message: e.to_string(),
-            })?;
-        // One deadline for the whole batch, however many messages it takes.
-        let tx = &self.tx;
-        let sent = tokio::time::timeout(deadline, async {
-            for fd in encoded {
-                tx.send(fd).await?;
-            }
-            Ok::<_, tokio::sync::mpsc::error::SendError<FlightData>>(())
-        })
-        .await;
-        match sent {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(self.ended(deadline.min(ENDED_WAIT)).await),
-            Err(_) => Err(SendError::Deadline(
-                deadline,
-                "the writer stopped reading".into(),
-            )),
-        }
-    }
-
-    /// The writer ended the stream before its trailer: its status says
-    /// why. A permanent refusal is final (a rebuilt flush would be refused
-    /// too); anything else, or no status within `wait`, is a broken stream.
-    async fn ended(&mut self, wait: Duration) -> SendError {
-        let status = tokio::time::timeout(wait, &mut self.reply).await;
-        self.replied = status.is_ok();
-        match status {
-            Ok(Ok(Err(e))) => match classify::<()>(e) {
-                Attempt::Fatal(e) => e,
-                Attempt::Retry(why) => SendError::Broken(why),
-                Attempt::Done(()) => unreachable!("classify never returns Done"),
-            },
-            _ => SendError::Broken("the writer ended the stream".into()),
-        }
-    }
-
-    /// Ends the stream with the whole descriptor and waits for the ack,
-    /// all within `deadline`.
-    pub async fn finish(
-        self,
-        desc: &FlushDescriptor,
-        deadline: Duration,
-    ) -> Result<FlushAck, SendError> {
-        let stop = self.stop.clone();
-        unless_stopped(
-            stop.as_ref(),
-            AfterStop::Grace,
-            self.finish_within(desc, deadline),
-        )
-        .await
-    }
-
-    async fn finish_within(
-        mut self,
-        desc: &FlushDescriptor,
-        deadline: Duration,
-    ) -> Result<FlushAck, SendError> {
-        if self.replied {
-            return Err(SendError::Broken(
-                "the writer already ended the stream".into(),
-            ));
-        }
-        let desc = match &self.lake_topic {
-            Some(t) => t.to_lake(desc),
-            None => Cow::Borrowed(desc),
-        };
-        let trailer = FlightData {
-            app_metadata: desc.encode_to_vec().into(),
-            ..Default::default()
-        };
-        let outcome = tokio::time::timeout(deadline, async {
-            // A refused trailer still leaves the writer's answer to read:
-            // its status says whether a resend can help.
-            let _ = self.tx.send(trailer).await;
-            self.tx = tokio::sync::mpsc::channel(1).0;
-            (&mut self.reply).await
-        })
-        .await;
-        match outcome {
-            Err(_) => Err(SendError::Deadline(deadline, "no acknowledgement".into())),
-            Ok(Err(e)) => Err(SendError::Broken(format!("stream task: {e}"))),
-            Ok(Ok(Ok(ack))) => Ok(ack),
-            Ok(Ok(Err(e))) => match classify::<()>(e) {
-                Attempt::Fatal(e) => Err(e),
-                Attempt::Retry(why) => Err(SendError::Broken(why)),
-                Attempt::Done(()) => unreachable!("classify never returns Done"),
-            },
-        }
-    }
-}
-
-impl Drop for FlushStream {
-    /// A stream given up on stops at once instead of holding its queued
-    /// data and the connection's flow-control window.
-    fn drop(&mut self) {
-        self.reply.abort();
-    }
-}
-
-async fn put_stream(
-    mut client: FlightClient,
-    rx: tokio::sync::mpsc::Receiver<FlightData>,
-) -> Result<FlushAck, FlightError> {
-    let messages = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok);
-    let results: Vec<_> = client.do_put(messages).await?.try_collect().await?;
-    ack_of(&results).ok_or_else(|| FlightError::protocol(NO_ACK))
-}
-
-const NO_ACK: &str = "writer answered without an acknowledgement";
-
-/// The acknowledgement in a DoPut's answer, if it holds one.
-fn ack_of(results: &[arrow_flight::PutResult]) -> Option<FlushAck> {
-    results
-        .first()
-        .and_then(|r| FlushAck::decode(r.app_metadata.as_ref()).ok())
-        .filter(|ack| ack.outcome() != AckOutcome::Unspecified)
-}
-
-fn classify<T>(e: FlightError) -> Attempt<T> {
-    if let FlightError::Tonic(status) = &e {
-        if let Ok(w) = WriteError::decode(status.details()) {
-            if !status.details().is_empty() && w.kind() == ErrorKind::Permanent {
-                return Attempt::Fatal(SendError::Permanent {
-                    error_type: w.error_type,
-                    message: w.message,
-                });
-            }
-        }
-        if matches!(
-            status.code(),
-            tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition
-        ) {
-            return Attempt::Fatal(SendError::Permanent {
-                error_type: "rejected".into(),
-                message: status.message().to_owned(),
-            });
-        }
-    }
-    Attempt::Retry(e.to_string())
 }
