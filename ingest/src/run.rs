@@ -86,7 +86,6 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     let metrics =
         IngestMetrics::new(&registry).with_matched_values_cap(cfg.stages.matched_values_cap);
     announce(&metrics, &cfg);
-    millpond_shared::failpoint::arm(cfg.failpoint);
     let health = Arc::new(IngestHealth::default());
     let appended = match &cfg.writer_metrics_url {
         Some(url) => Some(crate::writer_metrics::appended(
