@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Install the Debian packages the build and the test services need.
+# Install the Debian packages the build, the test services and the image
+# build (buildah, mmdebstrap: scripts/build-images.sh) need.
 # Idempotent: does nothing (no apt-get update) when everything is installed.
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
-packages=(build-essential cmake pkg-config libssl-dev zlib1g-dev libcurl4-openssl-dev libsasl2-dev postgresql curl unzip procps openssl)
+packages=(build-essential cmake pkg-config libssl-dev zlib1g-dev libcurl4-openssl-dev libsasl2-dev postgresql curl unzip procps openssl
+    buildah mmdebstrap)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -67,11 +67,12 @@ step clippy cargo clippy --release --workspace --all-targets "${features[@]}" --
 if [ -f scripts/check-proto.sh ]; then
     step check-proto bash scripts/check-proto.sh
 fi
-# Before `build`: it leaves the hoglake-only writer binary in the target dir.
 step hoglake-writer bash scripts/check-hoglake-writer.sh
-# The Dockerfile's steps into a scratch root, and each image's tree; its
-# workspace build is the `build` step's.
-step images bash scripts/check-images.sh
+# The three images, built with buildah and checked inside. Their build
+# stage runs `cargo build --workspace --bins` on this target directory with
+# this machine's paths: it compiles what `build` would, which then finds it
+# fresh.
+step images bash scripts/build-images.sh
 # The end-to-end tests run the real binaries; cargo test alone does not
 # build another package's binaries.
 step build cargo build --release --workspace --bins "${features[@]}"

@@ -12,11 +12,6 @@
 #                                 (uid 10001, home /home/millpond)
 #
 # Standalone (no scripts/env.sh): the runtime stage has only this folder.
-# With MILLPOND_IMAGE_DRY_RUN=1 (scripts/check-images.sh) nothing changes:
-# apt-get only simulates the install onto an empty system (so what this
-# machine has installed does not matter), which fails on an unknown package
-# or unresolvable dependencies, and stdout lists `package <name>` and
-# `user <name> <uid>` for the checks.
 set -euo pipefail
 
 die() {
@@ -33,16 +28,6 @@ case "${1:-}" in
 esac
 
 export DEBIAN_FRONTEND=noninteractive
-if [ "${MILLPOND_IMAGE_DRY_RUN:-}" = 1 ]; then
-    log=$(mktemp)
-    trap 'rm -f "$log"' EXIT
-    apt-get install -s -q -o Dir::State::status=/dev/null --no-install-recommends "${packages[@]}" >"$log" 2>&1 ||
-        { cat "$log" >&2; die "apt-get cannot install ${packages[*]}"; }
-    printf 'package %s\n' "${packages[@]}"
-    [ "$1" = runtime ] && echo "user $user $uid"
-    exit 0
-fi
-
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${packages[@]}"
 rm -rf /var/lib/apt/lists/*
