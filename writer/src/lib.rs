@@ -5,6 +5,5 @@ pub mod flight;
 pub mod health;
 #[cfg(feature = "ducklake")]
 pub mod lake_tools;
-pub mod retry;
 pub mod run;
 pub mod sink;

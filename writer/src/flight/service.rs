@@ -23,8 +23,7 @@ use tonic::{Code, Request, Response, Status, Streaming};
 
 use super::codec::{decode_descriptor, encode_ack, encode_write_error, Encoding};
 use crate::health::WriterHealth;
-use crate::retry::{write_with_retry, WriteFailure};
-use crate::sink::{Flush, SharedSink};
+use crate::sink::{Flush, SharedSink, WriteFailure};
 
 #[derive(Clone)]
 pub struct WriterService {
@@ -167,7 +166,7 @@ impl WriterService {
                 if let Some(token) = flush.streamed {
                     sink.stream_end(&flush.id, token);
                 }
-                return Err(crate::retry::WriteFailure {
+                return Err(WriteFailure {
                     error: crate::sink::SinkError::transient(
                         "the writer is stopping; the flush was not written",
                     ),
@@ -176,7 +175,8 @@ impl WriterService {
                 });
             }
             let name = sink.name();
-            let written = write_with_retry(sink.as_mut(), &flush, &metrics, &std::thread::sleep)
+            let written = sink
+                .write_retrying(&flush, &metrics, &std::thread::sleep)
                 .map(|r| (r.into_inner(), name));
             if let (Err(_), Some(token)) = (&written, flush.streamed) {
                 sink.stream_end(&flush.id, token);

@@ -150,33 +150,27 @@ impl Fence {
             self.fence_ready = false;
         }
         self.ensure_table(conn, cfg)?;
-        let mut failed = 0;
-        loop {
-            let started = Instant::now();
-            let claimed = self
-                .ensure_rows(conn, cfg, ranges)
-                .and_then(|()| self.ensure_fence(conn, cfg))
-                .and_then(|()| self.claim(conn, cfg, ranges));
-            match claimed {
-                Ok(()) => {
-                    for r in ranges {
-                        self.held
-                            .insert((r.topic.clone(), r.partition), started + self.lease);
-                    }
-                    return Ok(taken);
+        let mut again = false;
+        let started = CLAIM.retry_blocking(
+            || {
+                if again {
+                    // A row may be gone (deleted by hand): create it again.
+                    self.rows.clear();
                 }
-                Err(e) if e.is_contention() => match CLAIM.delay(failed, None) {
-                    Some(d) => {
-                        // A row may be gone (deleted by hand): create it again.
-                        self.rows.clear();
-                        std::thread::sleep(d);
-                        failed += 1;
-                    }
-                    None => return Err(e),
-                },
-                Err(e) => return Err(e),
-            }
+                again = true;
+                let started = Instant::now();
+                self.ensure_rows(conn, cfg, ranges)
+                    .and_then(|()| self.ensure_fence(conn, cfg))
+                    .and_then(|()| self.claim(conn, cfg, ranges))
+                    .map(|()| started)
+            },
+            SinkError::is_contention,
+        )?;
+        for r in ranges {
+            self.held
+                .insert((r.topic.clone(), r.partition), started + self.lease);
         }
+        Ok(taken)
     }
 
     /// Creates, in its own commit, the rows of the partitions in `ranges`

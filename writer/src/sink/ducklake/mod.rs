@@ -22,6 +22,7 @@ mod offsets;
 pub mod partition_by;
 mod pg_tls;
 mod recorded;
+mod retry;
 pub mod session;
 mod sink;
 pub(crate) mod spool;

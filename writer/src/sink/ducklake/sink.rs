@@ -8,9 +8,10 @@ use millpond_shared::retry::Ladder;
 use super::config::{self, DuckLakeConfig};
 use super::insert::Inserts;
 use super::lake::Lake;
+use super::retry::write_with_retry;
 use super::spool;
 use super::streamed::{commit_files, Streams};
-use crate::sink::{Durable, Flush, Receipt, Sink, SinkError};
+use crate::sink::{Durable, Flush, Receipt, Sink, SinkError, WriteFailure};
 use millpond_shared::metrics::WriterMetrics;
 
 pub struct DuckLakeSink {
@@ -61,8 +62,8 @@ impl DuckLakeSink {
 }
 
 impl Sink for DuckLakeSink {
-    /// Without a deadline ([`Sink::deadline`]): the writer's ladder and
-    /// DUCKLAKE_MAX_RETRY_COUNT bound the write.
+    /// One attempt, without a deadline ([`Sink::deadline`]): the sink's
+    /// ladder (`write_retrying`) and DUCKLAKE_MAX_RETRY_COUNT bound the write.
     fn write(
         &mut self,
         flush: &Flush,
@@ -110,8 +111,14 @@ impl Sink for DuckLakeSink {
         self.lake.recorded_offsets(topic)
     }
 
-    fn retry_ladder(&self) -> Ladder {
-        Ladder::LAKE_WRITE
+    /// The one place the DuckLake sink retries: its ladder (retry.rs).
+    fn write_retrying(
+        &mut self,
+        flush: &Flush,
+        metrics: &WriterMetrics,
+        sleep: &dyn Fn(std::time::Duration),
+    ) -> Result<Durable<Receipt>, WriteFailure> {
+        write_with_retry(self, &Ladder::LAKE_WRITE, flush, metrics, sleep)
     }
 
     fn name(&self) -> &'static str {
