@@ -7,9 +7,10 @@ use std::collections::HashSet;
 use millpond_proto::{AckOutcome, DeadLetter};
 use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason};
 
-use super::config::{DuckLakeConfig, RESERVED_COLUMNS};
+use super::config::DuckLakeConfig;
 use super::dual_write::{self, DualWrite};
 use super::lake::Lake;
+use super::names::RESERVED_COLUMNS;
 use super::transaction::Transaction;
 use super::views::{Views, SCAN};
 use super::{counts, recorded, sql, table, to_live};

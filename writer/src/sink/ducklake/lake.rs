@@ -8,9 +8,10 @@ use millpond_shared::metrics::WriterMetrics;
 
 use super::caches::Caches;
 use super::classify::lake_error;
-use super::config::{DuckLakeConfig, LAST_RECORDS_TABLE, OFFSETS_TABLE};
+use super::config::DuckLakeConfig;
 use super::dead_letters::DeadLetterTable;
 use super::fence::{self, Fence};
+use super::names::{LAST_RECORDS_TABLE, OFFSETS_TABLE};
 use super::offsets::OffsetsTable;
 use super::session::Session;
 use super::{connect, sql, table};
