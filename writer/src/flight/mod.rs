@@ -9,9 +9,14 @@
 //! UNAVAILABLE / ABORTED when resending may succeed, FAILED_PRECONDITION or
 //! INVALID_ARGUMENT when it cannot. `do_action("recorded-offsets")` returns
 //! the offsets the lake recorded per partition.
+mod actions;
+mod activity;
 mod codec;
+mod receive;
 mod server;
 mod service;
+mod status;
+mod write;
 
 pub use codec::Encoding;
 pub use server::{serve, ServerHandle};

@@ -18,6 +18,7 @@ mod insert;
 mod lake;
 pub mod lake_config;
 pub mod lease_owner;
+mod leases;
 pub mod names;
 mod offsets;
 pub mod partition_by;
