@@ -3,7 +3,6 @@
 pub mod config;
 pub mod flight;
 pub mod health;
-pub mod retry;
 pub mod run;
 pub mod sink;
 

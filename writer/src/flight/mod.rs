@@ -6,12 +6,19 @@
 //! writer answers with exactly one PutResult once the sink made the flush
 //! durable; its app_metadata is a `FlushAck` in the request's encoding. A
 //! failed write answers with a status whose details hold a `WriteError`:
-//! UNAVAILABLE / ABORTED when resending may succeed, FAILED_PRECONDITION or
-//! INVALID_ARGUMENT when it cannot. `do_action("recorded-offsets")` returns
-//! the offsets the lake recorded per partition.
+//! UNAVAILABLE when resending may succeed, FAILED_PRECONDITION when it
+//! cannot, RESOURCE_EXHAUSTED for a flush past MILLPOND_WRITER_MAX_FLUSH_BYTES.
+//! A malformed request is refused with INVALID_ARGUMENT (no details).
+//! `do_action("recorded-offsets")` returns the offsets the lake recorded per
+//! partition.
+mod actions;
+mod activity;
 mod codec;
+mod receive;
 mod server;
 mod service;
+mod status;
+mod write;
 
 pub use codec::Encoding;
 pub use server::{serve, ServerHandle};

@@ -9,15 +9,17 @@ pub mod factory;
 mod flush;
 pub mod hoglake;
 pub mod prepare;
+pub(crate) mod write_failure;
 
 pub use error::{SinkError, SinkErrorKind, SinkId};
 pub use flush::{Durable, Flush, Receipt};
+pub use write_failure::WriteFailure;
 
 use arrow::record_batch::RecordBatch;
 use millpond_proto::OffsetRange;
 use millpond_shared::deadline::Deadline;
 use millpond_shared::metrics::dead_letter_reason;
-use millpond_shared::retry::Ladder;
+use millpond_shared::metrics::WriterMetrics;
 
 pub trait Sink: Send {
     /// Writes the flush and its offset ranges atomically. `Ok` means the
@@ -70,8 +72,20 @@ pub trait Sink: Send {
     /// Highest offset range recorded per partition of `topic`.
     fn recorded_offsets(&mut self, topic: &str) -> Result<Vec<OffsetRange>, SinkError>;
 
-    /// Retry budget for `write`, with the sink's own ladder.
-    fn retry_ladder(&self) -> Ladder;
+    /// Writes the flush with this sink's retries: each sink retries in
+    /// exactly one place. By default one attempt, for a sink that retries
+    /// inside its `write` (hoglake, in its publish); the DuckLake sink runs
+    /// its ladder here.
+    fn write_retrying(
+        &mut self,
+        flush: &Flush,
+        metrics: &WriterMetrics,
+        _sleep: &dyn Fn(std::time::Duration),
+    ) -> Result<Durable<Receipt>, WriteFailure> {
+        let deadline = self.deadline();
+        self.write(flush, deadline)
+            .map_err(|e| WriteFailure::after_one_attempt(flush, e, metrics, deadline))
+    }
 
     /// Short label for logs and acknowledgements ("ducklake", "hoglake").
     fn name(&self) -> &'static str;

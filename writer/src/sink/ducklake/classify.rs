@@ -3,12 +3,18 @@ use super::connect::scrub;
 use super::lake_config::LakeConfig;
 use crate::sink::{SinkError, SinkErrorKind};
 
+/// The write transaction's refusal when the table's columns changed since
+/// the writer read them (another writer added one): retried at once. Raised
+/// by the statement `table::columns_unchanged_sql` writes.
+pub const COLUMNS_CHANGED: &str =
+    "millpond: the columns of the table changed since the writer read them";
+
 /// Catalog commit contention: snapshot id races, conflicting DDL, a
 /// partition claimed by another writer (fence conflict or re-check), and a
 /// column another writer added during a write.
 const CONTENTION: [&str; 8] = [
     super::offsets::RECORDED_MEANWHILE,
-    super::table::COLUMNS_CHANGED,
+    COLUMNS_CHANGED,
     "maximum retry count",
     "duplicate key value",
     "could not serialize access",

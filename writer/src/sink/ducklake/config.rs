@@ -5,6 +5,7 @@ use millpond_shared::config::EnvReader;
 
 use super::lake_config::matches;
 pub use super::lake_config::{Catalog, EmbeddedFormat, LakeConfig, S3Config};
+pub use super::names::{LAST_RECORDS_TABLE, OFFSETS_TABLE, RESERVED_COLUMNS};
 use super::partition_by::PartitionBy;
 use super::sql::ident;
 
@@ -46,13 +47,6 @@ pub struct DuckLakeConfig {
     /// (`streamed`); a smaller flush is inserted by DuckDB.
     pub files_from_bytes: usize,
 }
-
-/// Names the sink adds itself; payload columns with these names are refused.
-pub const RESERVED_COLUMNS: [&str; 5] = ["_inserted_at", "year", "month", "day", "hour"];
-/// The table holding recorded Kafka offsets, beside the target table.
-pub const OFFSETS_TABLE: &str = "_millpond_offsets";
-/// The record at each recorded range's last offset, beside the offsets.
-pub const LAST_RECORDS_TABLE: &str = "_millpond_last_records";
 
 impl DuckLakeConfig {
     pub fn parse(r: &mut EnvReader<'_>) -> Option<Self> {

@@ -43,7 +43,6 @@
 //!
 //! What it assumes: the catalog clients' clocks agree to within a third of
 //! the lease. The owner is one per process start (lease_owner.rs).
-use millpond_shared::failpoint::{self, Failpoint};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -56,8 +55,10 @@ use super::classify::lake_error;
 use super::config::DuckLakeConfig;
 use super::connect::scrub;
 use super::lease_owner::LeaseOwner;
+use super::leases::{claim, fence_name, fence_token, own_fence, partitions};
+pub use super::leases::{create_sql, sql_table};
 use super::sql::literal;
-use crate::sink::{SinkError, SinkErrorKind};
+use crate::sink::SinkError;
 
 /// Claims that collide with another writer's claim: 8 attempts, 25 ms
 /// doubling with up to +100 % jitter (about 6 s in all).
@@ -78,12 +79,6 @@ pub struct Fence {
     rows: HashSet<(String, i32)>,
     /// This writer start's fence table exists (created in this session).
     fence_ready: bool,
-}
-
-/// `_millpond_leases_<table>`: one lease table per target table, so the
-/// claims of unrelated pipelines never conflict.
-pub fn table_name(target: &str) -> String {
-    format!("_millpond_leases_{target}")
 }
 
 impl Fence {
@@ -150,33 +145,27 @@ impl Fence {
             self.fence_ready = false;
         }
         self.ensure_table(conn, cfg)?;
-        let mut failed = 0;
-        loop {
-            let started = Instant::now();
-            let claimed = self
-                .ensure_rows(conn, cfg, ranges)
-                .and_then(|()| self.ensure_fence(conn, cfg))
-                .and_then(|()| self.claim(conn, cfg, ranges));
-            match claimed {
-                Ok(()) => {
-                    for r in ranges {
-                        self.held
-                            .insert((r.topic.clone(), r.partition), started + self.lease);
-                    }
-                    return Ok(taken);
+        let mut again = false;
+        let started = CLAIM.retry_blocking(
+            || {
+                if again {
+                    // A row may be gone (deleted by hand): create it again.
+                    self.rows.clear();
                 }
-                Err(e) if e.is_contention() => match CLAIM.delay(failed, None) {
-                    Some(d) => {
-                        // A row may be gone (deleted by hand): create it again.
-                        self.rows.clear();
-                        std::thread::sleep(d);
-                        failed += 1;
-                    }
-                    None => return Err(e),
-                },
-                Err(e) => return Err(e),
-            }
+                again = true;
+                let started = Instant::now();
+                self.ensure_rows(conn, cfg, ranges)
+                    .and_then(|()| self.ensure_fence(conn, cfg))
+                    .and_then(|()| claim(conn, cfg, &self.owner, self.lease, ranges))
+                    .map(|()| started)
+            },
+            SinkError::is_contention,
+        )?;
+        for r in ranges {
+            self.held
+                .insert((r.topic.clone(), r.partition), started + self.lease);
         }
+        Ok(taken)
     }
 
     /// Creates, in its own commit, the rows of the partitions in `ranges`
@@ -219,155 +208,15 @@ impl Fence {
         Ok(())
     }
 
-    /// One claim transaction: the partitions' rows taken where this owner
-    /// holds them or their lease has ended.
-    fn claim(
-        &self,
-        conn: &Connection,
-        cfg: &DuckLakeConfig,
-        ranges: &[OffsetRange],
-    ) -> Result<(), SinkError> {
-        let table = sql_table(cfg);
-        let mut topics: Vec<&str> = ranges.iter().map(|r| r.topic.as_str()).collect();
-        topics.sort_unstable();
-        topics.dedup();
-        let owner = literal(&self.owner.id);
-        let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
-        for topic in &topics {
-            let parts = partitions(ranges, topic);
-            sql.push(format!(
-                "UPDATE {table} SET owner = {owner}, expires_at = now() + INTERVAL {secs} SECOND \
-                 WHERE topic = {t} AND kafka_partition IN ({parts}) \
-                 AND (owner = {owner} OR expires_at < now() OR {same_pod})",
-                secs = self.lease.as_secs(),
-                t = literal(topic),
-                same_pod = self.same_pod_sql(),
-            ));
-        }
-        // This writer's own fence rows are no longer needed.
-        sql.push(format!("DELETE FROM {}", self.own_fence(cfg)));
-        let run = conn
-            .execute_batch("BEGIN TRANSACTION")
-            .and_then(|()| {
-                // The owners whose partitions this claim takes: their fence
-                // tables go, so none of their writes can commit after it.
-                let mut taken = Vec::new();
-                for topic in &topics {
-                    let mut stmt = conn.prepare(&format!(
-                        "SELECT DISTINCT owner FROM {table} WHERE topic = ? AND kafka_partition IN ({}) \
-                         AND owner <> ? AND owner <> '' AND (expires_at < now() OR {})",
-                        partitions(ranges, topic),
-                        self.same_pod_sql()
-                    ))?;
-                    let rows = stmt.query_map(duckdb::params![topic, self.owner.id], |row| {
-                        row.get::<_, String>(0)
-                    })?;
-                    for owner in rows {
-                        taken.push(owner?);
-                    }
-                }
-                let drops = taken.iter().filter_map(|o| fence_token(o)).map(|t| {
-                    format!("DROP TABLE IF EXISTS {}", cfg.sql_name(&fence_name(&cfg.table, t)))
-                });
-                let claim: Vec<String> = sql[1..].iter().cloned().chain(drops).collect();
-                conn.execute_batch(&claim.join(";\n"))
-            })
-            .and_then(|()| {
-            // Anyone else's running lease on these partitions? And did this
-            // claim take a row of every one?
-            let mut others = Vec::new();
-            let mut rowless = false;
-            for topic in &topics {
-                let mut stmt = conn.prepare(&format!(
-                    "SELECT kafka_partition, owner, expires_at::VARCHAR FROM {table} \
-                     WHERE topic = ? AND kafka_partition IN ({}) AND owner <> ? AND expires_at >= now() \
-                     AND NOT ({})",
-                    partitions(ranges, topic),
-                    self.same_pod_sql()
-                ))?;
-                let rows = stmt.query_map(duckdb::params![topic, self.owner.id], |row| {
-                    Ok(format!(
-                        "partition {} held by {} until {}",
-                        row.get::<_, i32>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?
-                    ))
-                })?;
-                for r in rows {
-                    others.push(r?);
-                }
-                let want: HashSet<i32> = ranges
-                    .iter()
-                    .filter(|r| r.topic == *topic)
-                    .map(|r| r.partition)
-                    .collect();
-                let mine: i64 = conn.query_row(
-                    &format!(
-                        "SELECT count(DISTINCT kafka_partition) FROM {table} \
-                         WHERE topic = ? AND kafka_partition IN ({}) AND owner = ?",
-                        partitions(ranges, topic)
-                    ),
-                    duckdb::params![topic, self.owner.id],
-                    |row| row.get(0),
-                )?;
-                rowless |= mine < want.len() as i64;
-            }
-            Ok((others, rowless))
-        });
-        let conflict = |e: &dyn std::fmt::Display| {
-            let _ = conn.execute_batch("ROLLBACK");
-            SinkError::new(
-                SinkErrorKind::Contention(crate::sink::SinkId::DuckLake),
-                format!(
-                    "claiming partition leases: {}",
-                    scrub(&cfg.lake, &e.to_string())
-                ),
-            )
-        };
-        let (others, rowless) = run.map_err(|e| conflict(&e))?;
-        if !others.is_empty() {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(SinkError::new(
-                SinkErrorKind::Leased,
-                format!(
-                    "another writer owns these partitions ({}); resend once its lease ends or is released",
-                    others.join("; ")
-                ),
-            ));
-        }
-        if rowless {
-            // A row deleted meanwhile: retried, after creating it again.
-            return Err(conflict(&"a partition has no lease row"));
-        }
-        failpoint::pause(Failpoint::PauseInClaim);
-        conn.execute_batch("COMMIT").map_err(|e| conflict(&e))
-    }
-
-    /// Whether a lease row's owner is an earlier run in this pod (its UID
-    /// known): `starts_with(owner, '<name>/<uid>/')`, else `false`.
-    fn same_pod_sql(&self) -> String {
-        self.owner
-            .same_pod
-            .as_ref()
-            .map_or("false".to_owned(), |p| {
-                format!("starts_with(owner, {})", literal(p))
-            })
-    }
-
     /// The statement each write transaction runs: a row into this writer
     /// start's fence table. Its COMMIT then fails if another owner's claim
     /// dropped that table after the transaction began.
     pub fn write_sql(&self, cfg: &DuckLakeConfig) -> String {
         format!(
             "INSERT INTO {} VALUES ({}, now())",
-            self.own_fence(cfg),
+            own_fence(cfg, &self.owner),
             literal(&self.owner.id)
         )
-    }
-
-    fn own_fence(&self, cfg: &DuckLakeConfig) -> String {
-        let token = fence_token(&self.owner.id).expect("an owner id ends with its token");
-        cfg.sql_name(&fence_name(&cfg.table, token))
     }
 
     /// Creates this writer start's fence table once per session (and again
@@ -379,7 +228,7 @@ impl Fence {
         let token = fence_token(&self.owner.id).expect("an owner id ends with its token");
         conn.execute_batch(&format!(
             "CREATE TABLE IF NOT EXISTS {} (owner VARCHAR, written_at TIMESTAMP WITH TIME ZONE)",
-            self.own_fence(cfg)
+            own_fence(cfg, &self.owner)
         ))
         .map_err(|e| {
             let mut e = lake_error(&cfg.lake, &e.to_string());
@@ -414,7 +263,7 @@ impl Fence {
         let sql = format!(
             "UPDATE {table} SET expires_at = now() - INTERVAL 1 SECOND WHERE owner = {}; DROP TABLE IF EXISTS {}",
             literal(&self.owner.id),
-            self.own_fence(cfg)
+            own_fence(cfg, &self.owner)
         );
         match conn.execute_batch(&sql) {
             Ok(()) => tracing::info!(partitions = self.held.len(), "partition leases released"),
@@ -451,86 +300,6 @@ impl Fence {
     }
 }
 
-/// `_millpond_fence_<table>_<token>`: the fence of one writer start.
-fn fence_name(target: &str, token: &str) -> String {
-    format!("_millpond_fence_{target}_{token}")
-}
-
-/// The token that ends an owner id (`<name>/<uid>/<token>`); none for an
-/// owner written by a release without fence tables.
-fn fence_token(owner: &str) -> Option<&str> {
-    let (_, token) = owner.rsplit_once('/')?;
-    (!token.is_empty() && token.bytes().all(|b| b.is_ascii_hexdigit())).then_some(token)
-}
-
-/// The lease table of `cfg`'s target table, as SQL names it.
-pub fn sql_table(cfg: &DuckLakeConfig) -> String {
-    cfg.sql_name(&table_name(&cfg.table))
-}
-
-/// Creates the lease table of `cfg`'s target table when it is missing.
-pub fn create_sql(cfg: &DuckLakeConfig) -> String {
-    format!(
-        "CREATE TABLE IF NOT EXISTS {} (topic VARCHAR, kafka_partition INTEGER, \
-         owner VARCHAR, expires_at TIMESTAMP WITH TIME ZONE)",
-        sql_table(cfg)
-    )
-}
-
-fn partitions(ranges: &[OffsetRange], topic: &str) -> String {
-    ranges
-        .iter()
-        .filter(|r| r.topic == topic)
-        .map(|r| r.partition.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_fence_table_is_named_by_the_token_that_ends_its_owner() {
-        let owner = LeaseOwner::new(Some("pod-0".into()), Some("uid".into()));
-        let token = fence_token(&owner.id).unwrap();
-        assert_eq!(token.len(), 12);
-        assert!(owner.id.ends_with(token));
-        assert_eq!(
-            fence_name("events", token),
-            format!("_millpond_fence_events_{token}")
-        );
-        // Owners a release without fence tables wrote have none.
-        assert_eq!(fence_token("millpond-0"), None);
-        assert_eq!(fence_token("a/b/"), None);
-        assert_eq!(fence_token("a/b/x'; DROP"), None);
-    }
-
-    #[test]
-    fn leases_are_renewed_at_two_thirds_and_refused_for_commit_at_one_third() {
-        let mut f = Fence::new(
-            LeaseOwner::new(Some("pod-0".into()), None),
-            Duration::from_secs(60),
-        );
-        let r = [OffsetRange::new("t", 3, 0, 9)];
-        assert!(!f.still_held(&r), "nothing held yet");
-        f.held
-            .insert(("t".into(), 3), Instant::now() + Duration::from_secs(50));
-        assert!(f.still_held(&r));
-        assert!(f.remaining(&r[0], Instant::now()) > f.lease * 2 / 3);
-        f.held
-            .insert(("t".into(), 3), Instant::now() + Duration::from_secs(15));
-        assert!(!f.still_held(&r));
-        assert_eq!(
-            partitions(
-                &[
-                    r[0].clone(),
-                    OffsetRange::new("t", 5, 0, 1),
-                    OffsetRange::new("u", 1, 0, 1)
-                ],
-                "t"
-            ),
-            "3, 5"
-        );
-    }
-}
+#[path = "fence_tests.rs"]
+mod tests;

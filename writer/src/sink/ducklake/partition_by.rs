@@ -10,7 +10,7 @@
 //! expressions, and so does this grammar, naming the part it refuses.
 use std::fmt;
 
-use super::config::RESERVED_COLUMNS;
+use super::names::RESERVED_COLUMNS;
 use super::sql::ident;
 
 /// DuckLake refuses more buckets than this.

@@ -18,27 +18,12 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
+mod carried;
 mod fill;
 pub mod remote;
 
+pub use carried::{arrow_type, codec, file_fields, fits_a_file, uncarried, INSERTED_AT};
 pub use remote::Remote;
-
-/// The column every row carries: when its flush was written.
-pub const INSERTED_AT: &str = "_inserted_at";
-
-/// Arrow types whose Parquet form DuckLake maps to the DuckDB type
-/// `types::duck_type` names (measured by registering files: a file's BIGINT
-/// is not accepted for a DOUBLE column, so the types must match exactly).
-pub fn fits_a_file(dt: &DataType) -> bool {
-    matches!(
-        dt,
-        DataType::Boolean
-            | DataType::Int64
-            | DataType::Float64
-            | DataType::Utf8
-            | DataType::LargeUtf8
-    ) || matches!(dt, DataType::Timestamp(TimeUnit::Microsecond, Some(tz)) if tz.as_ref() == "UTC")
-}
 
 struct Open {
     writer: ArrowWriter<BufWriter<File>>,
@@ -311,33 +296,6 @@ impl Spool {
     }
 }
 
-/// The table's columns (lowercase name, DuckDB type) a file carries, by
-/// name: all but `_inserted_at` (a file's own) and those of a type no file
-/// carries.
-pub fn file_fields(table: &std::collections::HashMap<String, String>) -> Vec<Field> {
-    let mut fields: Vec<Field> = table
-        .iter()
-        .filter(|(name, _)| name.as_str() != INSERTED_AT)
-        .filter_map(|(name, t)| arrow_type(t).map(|dt| Field::new(name, dt, true)))
-        .collect();
-    fields.sort_by(|a, b| a.name().cmp(b.name()));
-    fields
-}
-
-/// Why files cannot hold the table's rows: a column of a type no file
-/// carries (VARIANT, or a pinned UUID, DECIMAL, DATE). A file lacking it
-/// would leave DuckLake's record of its NULLs untouched (`spool::fill`).
-pub fn uncarried(table: &std::collections::HashMap<String, String>) -> Option<String> {
-    let mut cols: Vec<(&String, &String)> = table
-        .iter()
-        .filter(|(name, t)| name.as_str() != INSERTED_AT && arrow_type(t).is_none())
-        .collect();
-    cols.sort();
-    cols.first().map(|(c, t)| {
-        format!("the table has a {t} column ({c}), which the writer's files cannot carry")
-    })
-}
-
 /// The open file's columns widened by the batch's: a new name (compared
 /// case-insensitively, as DuckDB does) is appended; a changed type replaces
 /// the old one.
@@ -370,166 +328,6 @@ fn widen(current: &SchemaRef, batch: &SchemaRef) -> SchemaRef {
     }
 }
 
-/// The codec for DuckLake's `parquet_compression` option (and its
-/// `parquet_compression_level`), as DuckDB would write the table's files;
-/// unset, LZ4_RAW (measured: the cheapest to write at the size of DuckDB's
-/// default snappy). `Err` for a codec this build cannot write.
-pub fn codec(option: Option<&str>, level: Option<i32>) -> Result<Compression, String> {
-    use parquet::basic::ZstdLevel;
-    Ok(match option.map(str::to_ascii_lowercase).as_deref() {
-        None | Some("lz4") | Some("lz4_raw") => Compression::LZ4_RAW,
-        Some("snappy") => Compression::SNAPPY,
-        Some("uncompressed") => Compression::UNCOMPRESSED,
-        Some("zstd") => Compression::ZSTD(
-            ZstdLevel::try_new(level.unwrap_or(3)).map_err(|e| format!("zstd level: {e}"))?,
-        ),
-        Some(other) => {
-            return Err(format!(
-                "parquet_compression {other} is not one the writer's files support"
-            ))
-        }
-    })
-}
-
-/// The Arrow type a file carries for a live DuckDB type, for the types
-/// [`fits_a_file`] accepts.
-pub fn arrow_type(live: &str) -> Option<DataType> {
-    Some(match live {
-        "BOOLEAN" => DataType::Boolean,
-        "BIGINT" => DataType::Int64,
-        "DOUBLE" => DataType::Float64,
-        "VARCHAR" => DataType::Utf8,
-        "TIMESTAMP WITH TIME ZONE" => {
-            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
-        }
-        _ => return None,
-    })
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow::array::{Int64Array, StringArray};
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    use std::path::Path;
-
-    fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
-        RecordBatch::try_from_iter(cols).unwrap()
-    }
-
-    fn read(path: &Path) -> Vec<RecordBatch> {
-        ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    }
-
-    #[test]
-    fn one_file_while_the_columns_hold_a_new_one_when_they_grow() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut spool = Spool::new(
-            dir.path().join("main/events"),
-            Compression::LZ4_RAW,
-            None,
-            &Default::default(),
-        );
-        let a = Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef;
-        let s = Arc::new(StringArray::from(vec!["x"])) as ArrayRef;
-        spool.write(&batch(vec![("a", a.clone())])).unwrap();
-        spool.write(&batch(vec![("A", a.clone())])).unwrap();
-        assert!(spool.files.is_empty(), "same columns (any case): same file");
-        spool.write(&batch(vec![("s", s)])).unwrap();
-        spool.close().unwrap();
-        assert_eq!(spool.files.len(), 2);
-        assert_eq!(spool.rows, 5);
-        let first = read(&spool.files[0]);
-        assert_eq!(first[0].schema().field(0).name(), "a");
-        assert_eq!(first[0].schema().field(1).name(), INSERTED_AT);
-        let second = read(&spool.files[1]);
-        let b = &second[0];
-        assert_eq!(b.num_columns(), 3, "a, s and _inserted_at");
-        assert!(
-            b.column(0).is_null(0),
-            "a is NULL where the batch lacked it"
-        );
-        assert_eq!(
-            b.column(1)
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .unwrap()
-                .value(0),
-            "x"
-        );
-        let files = spool.files.clone();
-        spool.remove();
-        assert!(files.iter().all(|f| !f.exists()));
-    }
-
-    #[test]
-    fn files_carry_the_table_columns_and_its_codec() {
-        let dir = tempfile::tempdir().unwrap();
-        let table = std::collections::HashMap::from([
-            ("b".to_owned(), "BIGINT".to_owned()),
-            ("u".to_owned(), "UUID".to_owned()),
-            (
-                INSERTED_AT.to_owned(),
-                "TIMESTAMP WITH TIME ZONE".to_owned(),
-            ),
-        ]);
-        let mut spool = Spool::new(dir.path().to_owned(), Compression::SNAPPY, None, &table);
-        let s = Arc::new(StringArray::from(vec!["x"])) as ArrayRef;
-        spool.write(&batch(vec![("s", s)])).unwrap();
-        spool.close().unwrap();
-        let b = &read(&spool.files[0])[0];
-        let names: Vec<&str> = b
-            .schema_ref()
-            .fields()
-            .iter()
-            .map(|f| f.name().as_str())
-            .collect();
-        assert_eq!(
-            names,
-            ["b", "s", INSERTED_AT],
-            "the table's BIGINT column, not its UUID one"
-        );
-        assert!(b.column(0).is_null(0));
-        assert_eq!(codec(None, None).unwrap(), Compression::LZ4_RAW);
-        assert_eq!(codec(Some("SNAPPY"), None).unwrap(), Compression::SNAPPY);
-        assert!(
-            matches!(codec(Some("zstd"), Some(7)).unwrap(), Compression::ZSTD(l) if l.compression_level() == 7)
-        );
-        assert!(codec(Some("brotli"), None).unwrap_err().contains("brotli"));
-    }
-
-    #[test]
-    fn a_column_no_file_carries_is_named() {
-        let mut table = std::collections::HashMap::from([
-            ("b".to_owned(), "BIGINT".to_owned()),
-            (
-                INSERTED_AT.to_owned(),
-                "TIMESTAMP WITH TIME ZONE".to_owned(),
-            ),
-        ]);
-        assert_eq!(uncarried(&table), None);
-        assert_eq!(file_fields(&table).len(), 1, "not _inserted_at");
-        table.insert("u".to_owned(), "UUID".to_owned());
-        assert!(uncarried(&table).unwrap().contains("UUID column (u)"));
-    }
-
-    #[test]
-    fn only_types_a_file_maps_exactly() {
-        assert!(fits_a_file(&DataType::Int64));
-        assert!(fits_a_file(&DataType::Timestamp(
-            TimeUnit::Microsecond,
-            Some("UTC".into())
-        )));
-        assert!(!fits_a_file(&DataType::FixedSizeBinary(16)));
-        assert!(!fits_a_file(&DataType::Null));
-        assert!(!fits_a_file(&DataType::Timestamp(
-            TimeUnit::Millisecond,
-            None
-        )));
-    }
-}
+#[path = "spool_tests.rs"]
+mod tests;

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use arrow::datatypes::Schema;
 use duckdb::{params, Connection};
 
-use super::classify::lake_error;
+use super::classify::{lake_error, COLUMNS_CHANGED};
 use super::config::DuckLakeConfig;
 use super::partition_by::PartitionBy;
 use super::sql::{ident, literal};
@@ -27,11 +27,6 @@ pub fn read_columns(conn: &Connection, cfg: &DuckLakeConfig) -> duckdb::Result<L
     })?;
     rows.collect()
 }
-
-/// The write transaction's refusal when the table's columns changed since
-/// the writer read them (another writer added one): retried at once.
-pub const COLUMNS_CHANGED: &str =
-    "millpond: the columns of the table changed since the writer read them";
 
 /// Inside the write transaction: fails it with [`COLUMNS_CHANGED`] when the
 /// table no longer has as many columns as the `cols` read before it began

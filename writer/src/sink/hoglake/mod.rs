@@ -7,7 +7,7 @@
 //!
 //! Retries: the publisher owns the whole budget (HOGLAKE_MAX_RETRY_COUNT,
 //! 1 s doubling capped at 30 s, floored by Retry-After; re-prepares on a
-//! stale basis), so the writer's own ladder for this sink is one attempt.
+//! stale basis), so the writer tries this sink once (`Sink::write_retrying`).
 //! One deadline bounds the whole write, as long as the config check says a
 //! publish can take ([`HoglakeConfig::write_budget`], at most the liveness
 //! budget): resolving the table, the publish and the writer's contention
@@ -29,7 +29,6 @@ use millpond_hoglake::publish::{
 use millpond_proto::{AckOutcome, DeadLetter, OffsetRange};
 use millpond_shared::deadline::Deadline;
 use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason, WriterMetrics};
-use millpond_shared::retry::Ladder;
 use tokio::runtime::Handle;
 
 use super::prepare::{prepare, NameCase, Prepared, UnsafeNames};
@@ -47,15 +46,8 @@ pub const RESERVED_PREFIX: &str = "_hog";
 /// The longest column name hoglake accepts.
 pub const MAX_NAME_CHARS: usize = 128;
 
-/// The writer's ladder for this sink: one attempt (the publisher retries).
-pub const LADDER: Ladder = Ladder {
-    attempts: 1,
-    base: std::time::Duration::from_secs(1),
-    jitter: 0.25,
-};
-
 /// The sink kind a publish failure maps to. `Exhausted` carries the class
-/// of its last error, so a spent budget ends the writer's (one-attempt)
+/// of its last error, so a spent budget ends the writer's (one attempt)
 /// ladder as exhausted rather than being retried again as "permanent"; a
 /// spent deadline ends the write.
 pub fn kind_of(e: &PublishError) -> SinkErrorKind {
@@ -411,10 +403,6 @@ impl Sink for HoglakeSink {
         Ok(Vec::new())
     }
 
-    fn retry_ladder(&self) -> Ladder {
-        LADDER
-    }
-
     fn name(&self) -> &'static str {
         "hoglake"
     }
@@ -489,11 +477,6 @@ mod tests {
         assert!(
             deadline.to_string().contains("HOGLAKE_REQUEST_TIMEOUT_S"),
             "{deadline}"
-        );
-        assert_eq!(
-            LADDER.delay(0, None),
-            None,
-            "the publisher owns the retries"
         );
     }
 

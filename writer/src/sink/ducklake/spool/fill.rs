@@ -16,7 +16,7 @@
 //! The same holds for a column of the table that a file lacks: another
 //! writer added it since this writer read the table. Its files are then
 //! written again with it, and the write transaction fails if the table
-//! gained a column after that (`table::COLUMNS_CHANGED`), to be retried.
+//! gained a column after that (`classify::COLUMNS_CHANGED`), to be retried.
 use std::collections::HashSet;
 use std::fs::File;
 use std::sync::Arc;

@@ -1,0 +1,127 @@
+//! The one lake transaction of a flush: the offsets re-checked, the DDL
+//! its rows need, the statements that add its rows, its dead letters, its
+//! offset ranges recorded, the fence written, and COMMIT. It returns what
+//! it did: the snapshot that holds the flush, or where it failed.
+use millpond_shared::failpoint::{self, Failpoint};
+
+use super::classify::lake_error;
+use super::lake::Lake;
+use crate::sink::{Flush, SinkError, SinkErrorKind, SinkId};
+
+pub struct Transaction<'a> {
+    pub flush: &'a Flush,
+    /// The columns the rows need, before them.
+    pub ddl: &'a [String],
+    /// Statements that add the flush's rows, run one at a time.
+    pub rows: Vec<String>,
+    /// The dead letters' view is registered: insert them.
+    pub dead_letters: bool,
+}
+
+/// Where a transaction failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// BEGIN, the re-check of the offsets, the DDL.
+    Open,
+    /// A statement adding the flush's rows: the rows' own failure.
+    Rows,
+    /// The dead letters, the offsets or the fence.
+    Record,
+    /// The partition lease too close to its end to commit.
+    Lease,
+    /// COMMIT was issued: the outcome is unknown until the offsets are
+    /// read again.
+    Commit,
+}
+
+#[derive(Debug)]
+pub struct Failed {
+    pub error: SinkError,
+    pub at: Step,
+}
+
+impl Failed {
+    /// COMMIT was issued: what it wrote may be in the lake.
+    pub fn commit_sent(&self) -> bool {
+        self.at == Step::Commit
+    }
+
+    /// A statement adding the flush's rows was refused.
+    pub fn rows_refused(&self) -> bool {
+        self.at == Step::Rows
+    }
+}
+
+impl From<Failed> for SinkError {
+    fn from(f: Failed) -> SinkError {
+        f.error
+    }
+}
+
+impl Transaction<'_> {
+    /// Runs the transaction on the lake's session: the snapshot that holds
+    /// the flush, when the lake has one.
+    pub fn run(self, lake: &mut Lake) -> Result<Option<i64>, Failed> {
+        let flush = self.flush;
+        let mut head = vec!["BEGIN TRANSACTION".to_owned()];
+        head.extend(lake.offsets.recheck_sql(&flush.ranges));
+        head.extend(self.ddl.iter().cloned());
+        let mut tail = Vec::new();
+        if let (true, Some(dl)) = (self.dead_letters, &lake.dead_letters) {
+            tail.push(dl.insert_sql());
+        }
+        if let Some(s) = lake.offsets.insert_sql(&flush.id, &flush.ranges) {
+            tail.push(s);
+        }
+        if lake.cfg.partition_fence {
+            tail.push(lake.fence.write_sql(&lake.cfg));
+        }
+        let session = lake.session();
+        let mut at = Step::Open;
+        let mut result = session.execute_raw(&head.join(";\n"));
+        // One statement at a time: a failure here is the rows' own.
+        for statement in &self.rows {
+            if result.is_ok() {
+                at = Step::Rows;
+                result = session.execute_raw(statement);
+            }
+        }
+        if result.is_ok() && !tail.is_empty() {
+            at = Step::Record;
+            result = session.execute_raw(&tail.join(";\n"));
+        }
+        if result.is_ok() {
+            failpoint::pause(Failpoint::PauseBeforeCommit);
+            if lake.cfg.partition_fence && !lake.fence.still_held(&flush.ranges) {
+                let _ = session.execute_raw("ROLLBACK");
+                return Err(Failed {
+                    error: SinkError::new(
+                        SinkErrorKind::Contention(SinkId::DuckLake),
+                        "partition lease too close to its end to commit; renewing it first",
+                    ),
+                    at: Step::Lease,
+                });
+            }
+            failpoint::pause(Failpoint::StallInCommit);
+            at = Step::Commit;
+            result = session.execute_raw("COMMIT");
+        }
+        if let Err(e) = result {
+            let _ = session.execute_raw("ROLLBACK");
+            let error = lake_error(&lake.cfg.lake, &e);
+            // The outcome may be unknown: read the offsets again next time.
+            lake.caches.known.forget();
+            // Maybe another owner's claim (the fence): claim again.
+            lake.fence.forget(&flush.ranges);
+            return Err(Failed { error, at });
+        }
+        lake.caches.known.committed(&flush.ranges);
+        let snapshot = lake
+            .conn()
+            .query_row("SELECT id FROM lake.current_snapshot()", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .ok();
+        Ok(snapshot)
+    }
+}
