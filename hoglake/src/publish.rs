@@ -42,6 +42,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arrow::array::{ArrayRef, RecordBatch, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use futures::future::join_all;
+use millpond_proto::OffsetRange;
 use millpond_shared::deadline::Deadline;
 
 use crate::arrow_schema::{arrow_schema, column_defs, conform};
@@ -57,15 +58,6 @@ use crate::store::{DataStore, S3Config, StoreError};
 /// The column every row gets: when this flush was published (timestamptz).
 pub const INSERTED_AT: &str = "_inserted_at";
 
-/// Inclusive range of Kafka offsets `[first, last]` of one partition.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct OffsetRange {
-    pub topic: String,
-    pub partition: i32,
-    pub first: i64,
-    pub last: i64,
-}
-
 /// Namespace of the v5 keys (a fixed random UUID; changing it changes every key).
 const KEY_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6b1f_3c3e_8a52_4d0e_9a51_2f7d_c0de_1a7e);
 
@@ -75,16 +67,18 @@ const KEY_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6b1f_3c3e_8a52_4d0e_9a
 /// gives a new key, so it can never be answered from its predecessor's
 /// receipt.
 pub fn idempotency_key(table_uuid: &str, ranges: &[OffsetRange]) -> uuid::Uuid {
-    let mut sorted: Vec<&OffsetRange> = ranges.iter().collect();
+    // Only the coordinates name a flush: the last record's fingerprint
+    // (timestamp, checksum) a range may carry is not part of the key.
+    let mut sorted: Vec<(&str, i32, i64, i64)> = ranges
+        .iter()
+        .map(|r| (r.topic.as_str(), r.partition, r.first, r.last))
+        .collect();
     sorted.sort();
     sorted.dedup();
     let mut name = format!("millpond-hoglake/v1\ntable_uuid={table_uuid}\n");
-    for r in sorted {
+    for (topic, partition, first, last) in sorted {
         // Kafka topic names are [a-zA-Z0-9._-]; the tab cannot occur in one.
-        name.push_str(&format!(
-            "{}\t{}\t{}\t{}\n",
-            r.topic, r.partition, r.first, r.last
-        ));
+        name.push_str(&format!("{topic}\t{partition}\t{first}\t{last}\n"));
     }
     uuid::Uuid::new_v5(&KEY_NAMESPACE, name.as_bytes())
 }
@@ -1137,12 +1131,7 @@ mod tests {
     use super::*;
 
     fn range(topic: &str, partition: i32, first: i64, last: i64) -> OffsetRange {
-        OffsetRange {
-            topic: topic.into(),
-            partition,
-            first,
-            last,
-        }
+        OffsetRange::new(topic, partition, first, last)
     }
 
     #[test]
@@ -1164,6 +1153,22 @@ mod tests {
         );
         // Stable across builds: a changed derivation would break replays.
         assert_eq!(k, idempotency_key("u1", &a));
+    }
+
+    /// The key is pinned (a changed derivation would break replays across
+    /// versions) and names only the coordinates, not the last record's
+    /// fingerprint a range may carry.
+    #[test]
+    fn keys_are_pinned_and_ignore_the_last_record_fingerprint() {
+        let a = [range("t", 0, 0, 9), range("t", 1, 5, 7)];
+        let k = idempotency_key("u1", &a);
+        assert_eq!(k.to_string(), "f8786756-7508-5898-b068-2d9777c2683d");
+        let mut fingerprinted = a.clone();
+        fingerprinted[0].last_timestamp_ms = Some(1_700_000_000_000);
+        fingerprinted[0].last_checksum = Some(42);
+        assert_eq!(idempotency_key("u1", &fingerprinted), k);
+        let twice = [a[0].clone(), fingerprinted[0].clone(), a[1].clone()];
+        assert_eq!(idempotency_key("u1", &twice), k, "duplicates count once");
     }
 
     #[test]

@@ -12,8 +12,9 @@ use arrow::datatypes::Int64Type;
 use bytes::Bytes;
 use millpond_hoglake::catalog::{CatalogClient, DEFAULT_REQUEST_TIMEOUT};
 use millpond_hoglake::layout::Layout;
-use millpond_hoglake::publish::{OffsetRange, Publisher, PublisherConfig, RetryPolicy};
+use millpond_hoglake::publish::{Publisher, PublisherConfig, RetryPolicy};
 use millpond_hoglake::store::S3Config;
+use millpond_proto::OffsetRange;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
@@ -236,12 +237,7 @@ pub fn batch(ids: &[i64], teams: &[i64]) -> RecordBatch {
 }
 
 pub fn ranges(first: i64, last: i64) -> Vec<OffsetRange> {
-    vec![OffsetRange {
-        topic: "events".into(),
-        partition: 0,
-        first,
-        last,
-    }]
+    vec![OffsetRange::new("events", 0, first, last)]
 }
 
 /// Reads an uploaded object back: all rows as one batch.

@@ -23,9 +23,7 @@
 use std::time::Instant;
 
 use millpond_hoglake::catalog::{CatalogClient, ErrorClass};
-use millpond_hoglake::publish::{
-    OffsetRange as HogRange, Outcome, PublishError, Publisher, PublisherConfig, INSERTED_AT,
-};
+use millpond_hoglake::publish::{Outcome, PublishError, Publisher, PublisherConfig, INSERTED_AT};
 use millpond_proto::{AckOutcome, DeadLetter, OffsetRange};
 use millpond_shared::deadline::Deadline;
 use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason, WriterMetrics};
@@ -325,23 +323,13 @@ impl Sink for HoglakeSink {
             (Some(_), false) => vec![super::dead_letters::batch(&flush.id, &letters).1],
             _ => Vec::new(),
         };
-        let ranges: Vec<HogRange> = flush
-            .ranges
-            .iter()
-            .map(|r| HogRange {
-                topic: r.topic.clone(),
-                partition: r.partition,
-                first: r.first,
-                last: r.last,
-            })
-            .collect();
         let started = Instant::now();
         let publisher = self.publisher.as_mut().expect("opened above");
         let result = self.runtime.block_on(publisher.publish_with_dead_letters(
             &flush.id,
             &prepared.batches,
             &letter_batches,
-            &ranges,
+            &flush.ranges,
             deadline,
         ));
         self.count_orphans();
