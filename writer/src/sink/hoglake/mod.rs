@@ -123,7 +123,7 @@ impl HoglakeSink {
             table: cfg.table.clone(),
             create_data_path: cfg.data_path.clone(),
             s3: cfg.s3(),
-            retry: cfg.retry_policy(),
+            ladder: cfg.ladder(),
             layout: cfg.layout.clone(),
             dead_letter_table: cfg.dead_letter_table.clone(),
         };
