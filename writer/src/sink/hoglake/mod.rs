@@ -30,7 +30,7 @@ use millpond_shared::metrics::{dead_letter_reason, WriterMetrics};
 use millpond_shared::retry::Ladder;
 use tokio::runtime::Handle;
 
-use super::prepare::{prepare, NameCase, Prepared, UnsafeNames};
+use super::prepare::{prepare, NameCase, NameLimits, Prepared, UnsafeNames};
 use super::{Durable, Flush, Receipt, Sink, SinkError};
 
 pub mod config;
@@ -45,10 +45,12 @@ use self::errors::sink_error;
 
 /// Names the sink writes itself (compared lowercase).
 pub const RESERVED_COLUMNS: [&str; 1] = [INSERTED_AT];
-/// Column names starting so are hoglake's own.
-pub const RESERVED_PREFIX: &str = "_hog";
-/// The longest column name hoglake accepts.
-pub const MAX_NAME_CHARS: usize = 128;
+/// The names hoglake refuses: its own `_hog` prefix (any case) and names
+/// over 128 characters.
+pub const NAME_LIMITS: NameLimits = NameLimits {
+    reserved_prefix: "_hog",
+    max_chars: 128,
+};
 
 /// The writer's ladder for this sink: one attempt (the publisher retries).
 pub const LADDER: Ladder = Ladder {
@@ -172,7 +174,7 @@ impl Sink for HoglakeSink {
         let mut prepared = prepare(
             flush,
             &RESERVED_COLUMNS,
-            UnsafeNames::Hoglake,
+            UnsafeNames::Limited(NAME_LIMITS),
             NameCase::Sensitive,
         )?;
         self.align(flush, &mut prepared, deadline)?;

@@ -104,7 +104,7 @@ fn hoglake_names_are_refused() {
     let p = prepare(
         &flush,
         &RESERVED_COLUMNS,
-        UnsafeNames::Hoglake,
+        UnsafeNames::Limited(NAME_LIMITS),
         NameCase::Sensitive,
     )
     .unwrap();
