@@ -587,7 +587,7 @@ async fn an_exhausted_budget_fails_with_every_attempt_identical() {
     let emu = Emulator::start();
     let client = CatalogClient::new(&emu.root, CATALOG, DEFAULT_REQUEST_TIMEOUT).unwrap();
     let mut retry = fast_retry();
-    retry.max_attempts = 3;
+    retry.attempts = 3;
     let mut p = Publisher::connect(
         client,
         PublisherConfig {
@@ -595,7 +595,7 @@ async fn an_exhausted_budget_fails_with_every_attempt_identical() {
             table: TABLE.into(),
             create_data_path: Some(format!("s3://{bucket}/hoglake-it/{}", uuid::Uuid::new_v4())),
             s3: s3.clone(),
-            retry,
+            ladder: retry,
             layout: Default::default(),
             dead_letter_table: None,
         },
@@ -688,7 +688,7 @@ async fn a_client_timeout_while_the_server_commits_still_publishes_once() {
             table: TABLE.into(),
             create_data_path: Some(format!("s3://{bucket}/hoglake-it/{}", uuid::Uuid::new_v4())),
             s3: s3.clone(),
-            retry: fast_retry(),
+            ladder: fast_retry(),
             layout: Default::default(),
             dead_letter_table: None,
         },
@@ -734,7 +734,7 @@ async fn connect_refuses_a_data_path_whose_bucket_does_not_exist() {
             table: TABLE.into(),
             create_data_path: Some(format!("s3://{bucket}/lake")),
             s3: s3.clone(),
-            retry: fast_retry(),
+            ladder: fast_retry(),
             layout: Default::default(),
             dead_letter_table: None,
         },

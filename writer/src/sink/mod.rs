@@ -9,6 +9,7 @@ pub mod factory;
 mod flush;
 pub mod hoglake;
 pub mod prepare;
+pub mod to_live;
 pub(crate) mod write_failure;
 
 pub use error::{SinkError, SinkErrorKind, SinkId};

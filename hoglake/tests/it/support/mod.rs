@@ -11,8 +11,10 @@ use arrow::datatypes::Int64Type;
 use bytes::Bytes;
 use millpond_hoglake::catalog::{CatalogClient, DEFAULT_REQUEST_TIMEOUT};
 use millpond_hoglake::layout::Layout;
-use millpond_hoglake::publish::{OffsetRange, Publisher, PublisherConfig, RetryPolicy};
+use millpond_hoglake::publish::{Publisher, PublisherConfig};
 use millpond_hoglake::store::S3Config;
+use millpond_proto::OffsetRange;
+use millpond_shared::retry::Ladder;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
@@ -161,11 +163,11 @@ pub fn s3_from_env() -> Option<(S3Config, String)> {
     ))
 }
 
-pub fn fast_retry() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 8,
+/// The publish ladder's 8 attempts, on a 20 ms step.
+pub fn fast_retry() -> Ladder {
+    Ladder {
+        attempts: 8,
         base: Duration::from_millis(20),
-        cap: Duration::from_millis(200),
         jitter: 0.25,
     }
 }
@@ -190,7 +192,7 @@ pub async fn publisher_with(
             table: TABLE.into(),
             create_data_path: Some(data_path),
             s3: s3.clone(),
-            retry: fast_retry(),
+            ladder: fast_retry(),
             layout,
             dead_letter_table: Some(format!("{TABLE}_dead_letters")),
         },
@@ -213,12 +215,7 @@ pub fn batch(ids: &[i64], teams: &[i64]) -> RecordBatch {
 }
 
 pub fn ranges(first: i64, last: i64) -> Vec<OffsetRange> {
-    vec![OffsetRange {
-        topic: "events".into(),
-        partition: 0,
-        first,
-        last,
-    }]
+    vec![OffsetRange::new("events", 0, first, last)]
 }
 
 /// Reads an uploaded object back: all rows as one batch.

@@ -1,22 +1,22 @@
 //! Bringing batch columns whose type the table refused to the column's live
-//! type, value by value and exactly (see `sink::exact`). For a live type
-//! that module has no rule for (DECIMAL, DATE, UUID, ...), DuckDB itself
-//! decides: a value is kept when casting it to the live type and back to
-//! text gives its own text; the insert then casts it.
+//! type, value by value and exactly, by `millpond_shared::exact`'s rules.
+//! For a live type that module has no rule for (DECIMAL, DATE, UUID, ...),
+//! DuckDB itself decides: a value is kept when casting it to the live type
+//! and back to text gives its own text; the insert then casts it. The
+//! rewrite itself (dead letters, batches) is [`crate::sink::to_live`].
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
-use arrow::compute::nullif;
+use arrow::array::{Array, ArrayRef, UInt32Array};
 use arrow::datatypes::Field;
 use arrow::record_batch::RecordBatch;
 use duckdb::Connection;
-use millpond_proto::{value_text, DeadLetter, OffsetRange};
-use millpond_shared::metrics::dead_letter_reason;
+use millpond_proto::OffsetRange;
+use millpond_shared::exact::{self, Target};
 
 use super::sql;
 use super::types::duck_type;
-use crate::sink::prepare::{topic_of, Prepared};
-use millpond_shared::exact::{self, Target};
+use crate::sink::prepare::Prepared;
+use crate::sink::to_live::{null_rows, Rewrite};
 
 /// A column the table holds with another type: (name, live type, batch type).
 pub type Refused = (String, String, String);
@@ -38,55 +38,33 @@ pub fn to_live(
     ranges: &[OffsetRange],
 ) -> Result<ToLive, String> {
     let mut out = ToLive::default();
-    let mut fields: Vec<Field> = p
-        .schema
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    let mut columns: Vec<Vec<ArrayRef>> = p.batches.iter().map(|b| b.columns().to_vec()).collect();
+    let mut rewrite = Rewrite::new(p, ranges);
     for (name, live, _) in refused {
-        let Some(idx) = fields.iter().position(|f| f.name() == name) else {
+        let Some(idx) = rewrite.fields.iter().position(|f| f.name() == name) else {
             continue;
         };
         let target = Target::of(live);
-        let mut lost = 0;
-        for (b, cols) in columns.iter_mut().enumerate() {
-            let source = cols[idx].clone();
-            let (array, failed) = match target.and_then(|t| exact::convert(source.as_ref(), t)) {
-                Some(c) => (c.array, c.failed),
+        let lost = rewrite.column(idx, live, |source| {
+            match target.and_then(|t| exact::convert(source, t)) {
+                Some(c) => Ok((c.array, c.failed)),
                 None => {
-                    let failed = engine_check(conn, source.as_ref(), live)?;
-                    let mask: BooleanArray = (0..source.len())
-                        .map(|r| Some(failed.binary_search(&r).is_ok()))
-                        .collect();
-                    let array = nullif(source.as_ref(), &mask).map_err(|e| e.to_string())?;
-                    (array, failed)
+                    let failed = engine_check(conn, source, live)?;
+                    Ok((null_rows(source, &failed)?, failed))
                 }
-            };
-            let coords = p.coordinates.get(b).and_then(Option::as_ref);
-            for &row in &failed {
-                let at = coords.map(|c| c.get(row));
-                p.dead_letters.push(DeadLetter::value(
-                    topic_of(ranges, at),
-                    at,
-                    dead_letter_reason::TYPE_MISMATCH,
-                    name,
-                    live,
-                    value_text(source.as_ref(), row),
-                ));
             }
-            lost += failed.len();
-            cols[idx] = array;
-        }
+        })?;
         match target {
             Some(_)
-                if columns
-                    .first()
-                    .is_some_and(|c| duck_type(c[idx].data_type()) == *live) =>
+                if rewrite
+                    .first(idx)
+                    .is_some_and(|c| duck_type(c.data_type()) == *live) =>
             {
-                let dt = columns[0][idx].data_type().clone();
-                fields[idx] = with_extension(Field::new(name, dt, true));
+                let dt = rewrite
+                    .first(idx)
+                    .expect("checked above")
+                    .data_type()
+                    .clone();
+                rewrite.fields[idx] = with_extension(Field::new(name, dt, true));
             }
             _ => out.cast_in_sql.push((name.clone(), live.clone())),
         }
@@ -94,7 +72,7 @@ pub fn to_live(
             out.failed.push((name.clone(), live.clone(), lost));
         }
     }
-    p.replace_columns(fields, columns)?;
+    rewrite.finish()?;
     Ok(out)
 }
 
@@ -112,7 +90,7 @@ fn with_extension(f: Field) -> Field {
 }
 
 /// Whether values converted to `live` are checked and cast by DuckDB
-/// (`sink::exact` has no rule for it) rather than converted here.
+/// (`millpond_shared::exact` has no rule for it) rather than converted here.
 pub fn needs_the_engine(live: &str) -> bool {
     Target::of(live).is_none()
 }

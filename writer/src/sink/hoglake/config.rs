@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use millpond_hoglake::layout::{parse_partition_by, Layout};
 use millpond_shared::config::{EnvReader, Secret};
+use millpond_shared::retry::Ladder;
 
 use crate::sink::dead_letters;
 
@@ -14,10 +15,16 @@ pub const LIVENESS_BUDGET: Duration = Duration::from_secs(480);
 /// What gives a write its deadline, for the error that says it was spent.
 pub const WRITE_BUDGET_SET_BY: &str = "HOGLAKE_MAX_RETRY_COUNT x HOGLAKE_REQUEST_TIMEOUT_S plus the waits between attempts, at most the 480 s liveness budget";
 
-/// Ladder of the publish path: 1 s doubling, capped at 30 s, up to +25%.
-const BASE_DELAY: Duration = Duration::from_secs(1);
-const MAX_DELAY: Duration = Duration::from_secs(30);
-const JITTER: f64 = 0.25;
+/// The ladder of the publish path with `attempts` attempts
+/// (HOGLAKE_MAX_RETRY_COUNT): 1 s doubling, capped at 30 s
+/// ([`millpond_shared::retry::MAX_DELAY`]), up to +25%.
+pub fn ladder(attempts: u32) -> Ladder {
+    Ladder {
+        attempts,
+        base: Duration::from_secs(1),
+        jitter: 0.25,
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct HoglakeConfig {
@@ -68,17 +75,10 @@ fn required_name(r: &mut EnvReader<'_>, name: &str) -> Option<String> {
 /// The longest one publish can take with `attempts` tries of `timeout`
 /// each and the ladder's largest waits between them.
 pub fn worst_case_publish(attempts: u32, timeout: Duration) -> Duration {
-    let mut total = timeout.saturating_mul(attempts);
-    for failures in 1..attempts {
-        let exp = (failures - 1).min(31);
-        let wait = BASE_DELAY
-            .saturating_mul(1u32 << exp)
-            .min(MAX_DELAY)
-            .mul_f64(1.0 + JITTER)
-            .min(MAX_DELAY);
-        total = total.saturating_add(wait);
-    }
-    total
+    let ladder = ladder(attempts);
+    (0..attempts)
+        .filter_map(|failed| ladder.longest_delay(failed))
+        .fold(timeout.saturating_mul(attempts), Duration::saturating_add)
 }
 
 impl HoglakeConfig {
@@ -201,13 +201,9 @@ impl HoglakeConfig {
         format!("{}.{}", self.namespace, self.table)
     }
 
-    pub fn retry_policy(&self) -> millpond_hoglake::publish::RetryPolicy {
-        millpond_hoglake::publish::RetryPolicy {
-            max_attempts: self.max_retry_count,
-            base: BASE_DELAY,
-            cap: MAX_DELAY,
-            jitter: JITTER,
-        }
+    /// The publisher's ladder (HOGLAKE_MAX_RETRY_COUNT attempts).
+    pub fn ladder(&self) -> Ladder {
+        ladder(self.max_retry_count)
     }
 
     pub fn s3(&self) -> millpond_hoglake::store::S3Config {
@@ -264,8 +260,29 @@ mod tests {
             worst <= LIVENESS_BUDGET && worst > Duration::from_secs(450),
             "{worst:?}"
         );
+        // 8 x 45 s plus the ladder's longest waits (1.25 + 2.5 + 5 + 10 +
+        // 20 + 30 + 30 s).
+        assert_eq!(worst, Duration::from_millis(458_750));
         assert_eq!(cfg.write_budget(), worst);
         assert!(WRITE_BUDGET_SET_BY.contains(&format!("{} s", LIVENESS_BUDGET.as_secs())));
+    }
+
+    /// The publish ladder: 1 s doubling, capped at 30 s, jittered up by at
+    /// most 25% and never past the cap.
+    #[test]
+    fn the_ladder_doubles_caps_and_jitters_up() {
+        let l = ladder(8);
+        let s = Duration::from_secs;
+        for _ in 0..100 {
+            for (failed, low) in [(0, s(1)), (1, s(2)), (4, s(16)), (5, s(30)), (6, s(30))] {
+                let d = l.delay(failed, None).unwrap();
+                assert!(
+                    d >= low && d <= low.mul_f64(1.25).min(s(30)),
+                    "{failed}: {d:?}"
+                );
+            }
+        }
+        assert_eq!(l.delay(7, None), None, "8 attempts in all");
     }
 
     #[test]

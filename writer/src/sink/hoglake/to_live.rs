@@ -4,21 +4,23 @@
 //! and a `type_mismatch` dead letter with its record's coordinates.
 //!
 //! The live type wins in both directions for uuid and text (neither hoglake
-//! nor Iceberg promotes between them). Types `shared::exact` has rules for
-//! convert by those rules; any other pair is cast by Arrow and a value is
-//! kept only when casting it back gives the value sent.
-use arrow::array::{make_array, Array, ArrayRef, BooleanArray};
-use arrow::compute::{cast_with_options, nullif, CastOptions};
+//! nor Iceberg promotes between them). Types `millpond_shared::exact` has
+//! rules for convert by those rules; any other pair is cast by Arrow and a
+//! value is kept only when casting it back gives the value sent. The
+//! rewrite itself (dead letters, batches) is [`crate::sink::to_live`].
+use arrow::array::{make_array, Array, ArrayRef};
+use arrow::compute::{cast_with_options, CastOptions};
 use arrow::datatypes::{DataType, Field};
 use millpond_hoglake::arrow_schema::arrow_schema;
 use millpond_hoglake::schema::{ColumnType, Table};
-use millpond_proto::{value_text, DeadLetter, OffsetRange};
+use millpond_proto::OffsetRange;
 use millpond_shared::exact::{self, Target};
-use millpond_shared::metrics::dead_letter_reason;
 
-use crate::sink::prepare::{topic_of, Prepared};
+use crate::sink::prepare::Prepared;
+use crate::sink::to_live::{null_rows, Rewrite};
 
-/// The exactness rule for a live hoglake type, when `shared::exact` has one.
+/// The exactness rule for a live hoglake type, when `millpond_shared::exact`
+/// has one.
 fn target(t: ColumnType) -> Option<Target> {
     use ColumnType as T;
     let int = |bits, signed| Some(Target::Int { bits, signed });
@@ -98,10 +100,7 @@ fn round_trip(source: &dyn Array, to: &DataType) -> (ArrayRef, Vec<usize>) {
                     .is_none_or(|b| b.slice(r, 1).to_data() != source.slice(r, 1).to_data())
         })
         .collect();
-    let mask: BooleanArray = (0..source.len())
-        .map(|r| Some(failed.binary_search(&r).is_ok()))
-        .collect();
-    let kept = nullif(&there, &mask).unwrap_or(there);
+    let kept = null_rows(there.as_ref(), &failed).unwrap_or(there);
     (make_array(kept.to_data()), failed)
 }
 
@@ -118,14 +117,9 @@ pub fn to_live(
 ) -> Result<Converted, String> {
     let file_schema = arrow_schema(&table.columns).map_err(|e| e.to_string())?;
     let mut out = Converted::new();
-    let mut fields: Vec<Field> = p
-        .schema
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    let mut columns: Vec<Vec<ArrayRef>> = p.batches.iter().map(|b| b.columns().to_vec()).collect();
-    for (idx, field) in p.schema.fields().iter().enumerate() {
+    let schema = p.schema.clone();
+    let mut rewrite = Rewrite::new(p, ranges);
+    for (idx, field) in schema.fields().iter().enumerate() {
         let name = field.name();
         let Ok(live_field) = file_schema.field_with_name(name) else {
             continue;
@@ -152,50 +146,28 @@ pub fn to_live(
         if !narrower && field.data_type().equals_datatype(live_field.data_type()) {
             continue;
         }
-        let mut lost = 0;
-        for (b, cols) in columns.iter_mut().enumerate() {
-            let source = cols[idx].clone();
-            let (array, failed) = if live == ColumnType::Json {
-                match json_failures(source.as_ref()) {
-                    Some(failed) => {
-                        let mask: BooleanArray = (0..source.len())
-                            .map(|r| Some(failed.binary_search(&r).is_ok()))
-                            .collect();
-                        let kept = nullif(source.as_ref(), &mask).map_err(|e| e.to_string())?;
-                        (kept, failed)
-                    }
-                    None => round_trip(source.as_ref(), live_field.data_type()),
+        let lost = rewrite.column(idx, live.name(), |source| {
+            Ok(if live == ColumnType::Json {
+                match json_failures(source) {
+                    Some(failed) => (null_rows(source, &failed)?, failed),
+                    None => round_trip(source, live_field.data_type()),
                 }
             } else {
-                match target(live).and_then(|t| exact::convert(source.as_ref(), t)) {
+                match target(live).and_then(|t| exact::convert(source, t)) {
                     Some(c) => (c.array, c.failed),
-                    None => round_trip(source.as_ref(), live_field.data_type()),
+                    None => round_trip(source, live_field.data_type()),
                 }
-            };
-            let coords = p.coordinates.get(b).and_then(Option::as_ref);
-            for &row in &failed {
-                let at = coords.map(|c| c.get(row));
-                p.dead_letters.push(DeadLetter::value(
-                    topic_of(ranges, at),
-                    at,
-                    dead_letter_reason::TYPE_MISMATCH,
-                    name,
-                    live.name(),
-                    value_text(source.as_ref(), row),
-                ));
-            }
-            lost += failed.len();
-            cols[idx] = array;
-        }
-        if let Some(first) = columns.first() {
-            fields[idx] = Field::new(name, first[idx].data_type().clone(), true);
+            })
+        })?;
+        if let Some(first) = rewrite.first(idx) {
+            rewrite.fields[idx] = Field::new(name, first.data_type().clone(), true);
         }
         out.push((name.clone(), live, lost));
     }
     if out.is_empty() {
         return Ok(out);
     }
-    p.replace_columns(fields, columns)?;
+    rewrite.finish()?;
     Ok(out)
 }
 
@@ -208,6 +180,7 @@ mod tests {
     use arrow::array::{AsArray, Date32Array, FixedSizeBinaryArray, StringArray};
     use arrow::datatypes::Int64Type;
     use millpond_proto::FlushTrigger;
+    use millpond_shared::metrics::dead_letter_reason;
     use std::sync::Arc;
 
     fn table(columns: &str) -> Table {
