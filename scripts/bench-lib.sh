@@ -70,3 +70,34 @@ KV
         "DUCKDB_S3_ACCESS_KEY_ID=$MILLPOND_TEST_S3_KEY_ID DUCKDB_S3_SECRET_ACCESS_KEY=$MILLPOND_TEST_S3_SECRET" \
         "DUCKDB_S3_REGION=$MILLPOND_TEST_S3_REGION DUCKDB_S3_ENDPOINT=$s3_host DUCKDB_S3_USE_SSL=false DUCKDB_S3_URL_STYLE=path"
 }
+
+# Starts millpond-writer ($bench_writer_bin) as pod number $1 with the
+# settings in $2 (VAR=value words, the lake's), logging to $3, and waits
+# for it to be ready. Sets bench_writer_pid, bench_writer_addr (Flight) and
+# bench_writer_metrics (its /metrics URL).
+bench_start_writer() {
+    local port http
+    port=$(bench_port)
+    http=$(bench_port)
+    # shellcheck disable=SC2086
+    env $2 DUCKLAKE_TABLE="${BENCH_TABLE:-events}" POD_NAME="millpond-$1" \
+        MILLPOND_WRITER_ADDR="127.0.0.1:$port" MILLPOND_WRITER_HTTP_PORT="$http" MILLPOND_LOG_FORMAT=text \
+        "$bench_writer_bin" >"$3" 2>&1 &
+    bench_writer_pid=$!
+    bench_writer_addr=127.0.0.1:$port
+    bench_writer_metrics=http://127.0.0.1:$http/metrics
+    for _ in $(seq 600); do
+        curl -sf "http://127.0.0.1:$http/readyz" >/dev/null && return 0
+        kill -0 "$bench_writer_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    millpond_die "writer $1 not ready: $(tail -5 "$3")"
+}
+
+# A new, empty Postgres database $1 on scripts/services.sh's server
+# (`services.sh env` evaluated); exports the PG* variables psql reads.
+bench_pg_database() {
+    export PGHOST=$MILLPOND_TEST_PG_HOST PGPORT=$MILLPOND_TEST_PG_PORT PGUSER=$MILLPOND_TEST_PG_USER
+    export PGPASSWORD=$MILLPOND_TEST_PG_PASSWORD PGOPTIONS='-c client_min_messages=warning'
+    psql -X -q -d "$MILLPOND_TEST_PG_DB" -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1" >&2
+}

@@ -7,7 +7,17 @@ use anyhow::{bail, Context};
 use duckdb::types::Value;
 use duckdb::Connection;
 
+use millpond_shared::retry::Ladder;
 use millpond_writer::lake_api::{self, ident, literal, Catalog, LakeConfig, Session};
+
+/// A statement a writer's commit got in the way of (on a SQLite catalog,
+/// any writer commit during a maintenance transaction): 10 attempts, 0.2 s
+/// doubling (at most 30 s), one to two minutes in all.
+const CONTENDED: Ladder = Ladder {
+    attempts: 10,
+    base: Duration::from_millis(200),
+    jitter: 0.5,
+};
 
 /// The metadata catalog of the lake attached as `lake`.
 pub const META: &str = "__ducklake_metadata_lake";
@@ -71,14 +81,12 @@ impl Lake {
 
     /// Runs SQL; errors are scrubbed of the catalog password and S3 keys.
     pub fn exec(&self, sql: &str) -> anyhow::Result<()> {
-        self.conn()
-            .execute_batch(sql)
-            .map_err(|e| self.error(e, sql))
+        self.retrying(sql, || self.conn().execute_batch(sql))
     }
 
     /// Every row of a query, each column as a DuckDB value.
     pub fn rows(&self, sql: &str) -> anyhow::Result<Vec<Vec<Value>>> {
-        let run = || -> duckdb::Result<Vec<Vec<Value>>> {
+        self.retrying(sql, || {
             let mut stmt = self.conn().prepare(sql)?;
             let mut rows = stmt.query([])?;
             let mut out = Vec::new();
@@ -87,8 +95,48 @@ impl Lake {
                 out.push((0..n).map(|i| row.get(i)).collect::<Result<_, _>>()?);
             }
             Ok(out)
+        })
+    }
+
+    /// Runs `run`, and again while a writer's commit gets in its way
+    /// ([`CONTENDED`]): a statement in its own transaction is rolled back
+    /// whole, so running it again is safe. The lake is attached again
+    /// before each new attempt ([`lake_api::reattach`]: a SQLite catalog
+    /// that said "database is locked" leaves the attachment stuck). Inside
+    /// a transaction the caller opened, the first error is the answer.
+    fn retrying<T>(&self, sql: &str, run: impl Fn() -> duckdb::Result<T>) -> anyhow::Result<T> {
+        let alone = self.conn().is_autocommit();
+        let tries = std::cell::Cell::new(0u32);
+        let again = |e: &duckdb::Error| {
+            let message = e.to_string();
+            if !alone || !lake_api::contended(&message) {
+                return false;
+            }
+            eprintln!(
+                "millpond-lake: a writer's commit got in the way (attempt {}): {}; running the statement again",
+                tries.get(),
+                lake_api::scrub(&self.cfg, &message)
+            );
+            match lake_api::reattach(&self.cfg, self.conn()) {
+                Ok(()) => true,
+                Err(e) => {
+                    eprintln!(
+                        "millpond-lake: could not attach the lake again, not retrying: {}",
+                        e.message
+                    );
+                    false
+                }
+            }
         };
-        run().map_err(|e| self.error(e, sql))
+        CONTENDED
+            .retry_blocking(
+                || {
+                    tries.set(tries.get() + 1);
+                    run()
+                },
+                again,
+            )
+            .map_err(|e| self.error(e, sql))
     }
 
     /// The single integer a query returns (0 for NULL).

@@ -13,10 +13,11 @@ pub mod sink;
 #[cfg(feature = "ducklake")]
 pub mod lake_api {
     pub use crate::sink::dead_letters::table_setting;
+    pub use crate::sink::ducklake::classify::contended;
     pub use crate::sink::ducklake::config::{
         Catalog, EmbeddedFormat, LakeConfig, S3Config, LAST_RECORDS_TABLE, OFFSETS_TABLE,
     };
-    pub use crate::sink::ducklake::connect::{open, scrub};
+    pub use crate::sink::ducklake::connect::{open, reattach, scrub};
     pub use crate::sink::ducklake::session::Session;
     pub use crate::sink::ducklake::sql::{ident, literal};
 

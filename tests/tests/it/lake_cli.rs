@@ -3,7 +3,7 @@
 //! Postgres catalog with data on S3 (moto).
 use std::collections::BTreeMap;
 
-use millpond_proto::OffsetRange;
+use millpond_proto::{AckOutcome, OffsetRange};
 use millpond_tests::flight::{client, descriptor, put, rows};
 use millpond_tests::lake::{Backend, Lake};
 use millpond_tests::lake_cli::{lake_cli, lake_cli_with};
@@ -337,6 +337,129 @@ async fn maintain_runs_the_safe_chain(backend: Backend) {
     lake_cli(&lake, &["fsck"]).ok();
 }
 
+/// The maintenance job runs while a writer commits five times a second (a
+/// pod commits every FLUSH_INTERVAL_MS, a minute by default), as the Helm
+/// CronJob runs beside the pods: on a SQLite catalog a writer commit during
+/// one of maintain's transactions makes SQLite answer "database is locked",
+/// so each side runs its statement again rather than fail (maintain after
+/// attaching the lake again). Every flush is written once, and maintain
+/// finishes its chain.
+async fn maintain_runs_while_a_writer_commits(backend: Backend) {
+    let lake = Lake::new(backend, "events");
+    fill(&lake, 6, 20).await;
+    let writer = Writer::start(&lake);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let addr = writer.addr.clone();
+    let pushing = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut c = client(&addr).await;
+            let mut n = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let first = 1_000 + (n * 20) as i64;
+                let range = OffsetRange::new("events", 2, first, first + 19);
+                let ack = put(
+                    &mut c,
+                    &descriptor(&format!("busy{n}"), vec![range], 20),
+                    vec![rows(1_000 + (n * 20) as i64, 20)],
+                )
+                .await
+                .unwrap();
+                assert_eq!(ack.outcome(), AckOutcome::Written, "{ack:?}");
+                n += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            n
+        })
+    };
+    // On this worker while the pushes go on on the other.
+    let maintained: Vec<_> = tokio::task::block_in_place(|| {
+        (0..2)
+            .map(|_| {
+                lake_cli(
+                    &lake,
+                    &[
+                        "maintain",
+                        "--yes",
+                        "--expire-older-than",
+                        "0s",
+                        "--cleanup-older-than",
+                        "0s",
+                    ],
+                )
+            })
+            .collect()
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let pushed = pushing.await.unwrap();
+    writer.stop();
+    for run in &maintained {
+        assert!(run.ok().contains("maintain: after:"), "{run:#?}");
+    }
+    assert!(pushed > 0, "the writer committed while maintain ran");
+    let want = 6 * 20 + pushed as i64 * 20;
+    assert_eq!(lake.count(), want);
+    assert_eq!(
+        one(&lake, "SELECT count(DISTINCT id) FROM lake.main.events"),
+        want.to_string(),
+        "no row twice"
+    );
+}
+
+/// A SQLite catalog read by another process (here an open read
+/// transaction; a writer's is one between its reads and its commit) makes
+/// maintain's write wait SQLite's busy timeout and then fail "database is
+/// locked", which leaves DuckDB's attachment stuck in that transaction:
+/// maintain attaches the lake again and runs the statement again once the
+/// reader is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintain_attaches_again_after_sqlite_says_locked() {
+    let lake = Lake::new(Backend::Embedded, "events");
+    fill(&lake, 2, 20).await;
+    // A flush of 5 rows stays inlined: maintain's first write moves it.
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    let range = OffsetRange::new("events", 0, 20, 24);
+    put(
+        &mut c,
+        &descriptor("small", vec![range], 5),
+        vec![rows(40, 5)],
+    )
+    .await
+    .unwrap();
+    writer.stop();
+    let reader = lake.reader();
+    reader
+        .execute_batch("BEGIN; SELECT count(*) FROM lake.main.events;")
+        .unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(7));
+        reader.execute_batch("COMMIT").unwrap();
+    });
+    let run = lake_cli(
+        &lake,
+        &[
+            "maintain",
+            "--yes",
+            "--no-compact",
+            "--expire-older-than",
+            "0s",
+            "--cleanup-older-than",
+            "0s",
+        ],
+    );
+    release.join().unwrap();
+    let out = run.ok();
+    assert!(out.contains("main.events: 5 rows to Parquet"), "{run:#?}");
+    assert!(
+        run.stderr
+            .contains("a writer's commit got in the way (attempt 1)")
+            && run.stderr.contains("database is locked"),
+        "{run:#?}"
+    );
+    assert_eq!(lake.count(), 45);
+}
+
 async fn shell_runs_sql_on_the_lake(backend: Backend) {
     let lake = Lake::new(backend, "events");
     fill(&lake, 2, 20).await;
@@ -380,6 +503,7 @@ both_backends!(
     find_orphans_finds_the_planted_file_and_nothing_else,
     fsck_reports_a_missing_and_a_changed_file,
     maintain_runs_the_safe_chain,
+    maintain_runs_while_a_writer_commits,
     shell_runs_sql_on_the_lake
 );
 

@@ -10,9 +10,12 @@ pub const COLUMNS_CHANGED: &str =
     "millpond: the columns of the table changed since the writer read them";
 
 /// Catalog commit contention: snapshot id races, conflicting DDL, a
-/// partition claimed by another writer (fence conflict or re-check), and a
-/// column another writer added during a write.
-const CONTENTION: [&str; 8] = [
+/// partition claimed by another writer (fence conflict or re-check), a
+/// column another writer added during a write, and a SQLite catalog locked
+/// by another process's transaction (`millpond-lake` maintaining it, say:
+/// SQLite answers a transaction that read before another's write with
+/// "database is locked" at once, whatever the busy timeout).
+const CONTENTION: [&str; 9] = [
     super::offsets::RECORDED_MEANWHILE,
     COLUMNS_CHANGED,
     "maximum retry count",
@@ -21,6 +24,7 @@ const CONTENTION: [&str; 8] = [
     "Transaction conflict",
     "another transaction has altered",
     "Conflict",
+    "database is locked",
 ];
 
 /// Deterministic failures: the same input fails the same way every time.
@@ -53,8 +57,14 @@ pub fn lake_error(lake: &LakeConfig, raw: &str) -> SinkError {
     SinkError::new(kind_of(raw), scrub(lake, raw))
 }
 
+/// Whether an error is another transaction's commit getting in the way:
+/// the same statement may succeed when run again.
+pub fn contended(message: &str) -> bool {
+    CONTENTION.iter().any(|p| message.contains(p))
+}
+
 fn kind_of(message: &str) -> SinkErrorKind {
-    if CONTENTION.iter().any(|p| message.contains(p)) {
+    if contended(message) {
         SinkErrorKind::Contention(crate::sink::SinkId::DuckLake)
     } else if connection_lost(message) {
         SinkErrorKind::Transient
@@ -75,6 +85,7 @@ mod tests {
             "TransactionContext Error: Failed to commit: duplicate key value violates unique constraint \"ducklake_snapshot_pkey\"",
             "exceeded the maximum retry count",
             "TransactionContext Error: Transaction conflict: cannot add column",
+            "TransactionContext Error: Failed to commit: Failed to commit DuckLake transaction.\nFailed to flush changes into DuckLake: database is locked",
         ] {
             assert_eq!(kind_of(m), SinkErrorKind::Contention(crate::sink::SinkId::DuckLake), "{m}");
         }

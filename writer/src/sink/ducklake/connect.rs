@@ -214,6 +214,19 @@ pub fn open(cfg: &LakeConfig) -> Result<Session, SinkError> {
     Ok(session)
 }
 
+/// Detaches the lake and attaches it again on the same connection: the
+/// way out after a SQLite catalog answered a commit "database is locked",
+/// which leaves DuckDB's connection to it inside a transaction that never
+/// ends (every later statement is "locked" too). Detaching closes that
+/// connection, and SQLite rolls the transaction back.
+pub fn reattach(cfg: &LakeConfig, conn: &Connection) -> Result<(), SinkError> {
+    conn.execute_batch("DETACH DATABASE IF EXISTS lake")
+        .map_err(|e| {
+            SinkError::transient(format!("detach the lake: {}", scrub(cfg, &e.to_string())))
+        })?;
+    attach(cfg, conn)
+}
+
 fn attach(cfg: &LakeConfig, conn: &Connection) -> Result<(), SinkError> {
     let target = match &cfg.catalog {
         Catalog::Embedded { path, format } => {

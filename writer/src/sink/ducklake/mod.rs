@@ -7,7 +7,7 @@
 //! whose ranges the lake already holds is acknowledged without writing,
 //! which makes resends after a writer crash exactly-once.
 mod caches;
-mod classify;
+pub(crate) mod classify;
 pub mod config;
 pub mod connect;
 mod counts;

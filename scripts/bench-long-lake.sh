@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# A long-lived lake: does a flush cost the same after BENCH_FLUSHES flushes
+# as at the first? One millpond-writer is sent small flushes back to back
+# over Flight (scripts/bench_flushes.py, as ingest sends them: each its own
+# offsets, for one partition), and every BENCH_WINDOW flushes prints one
+# JSON line: wall and p99 per flush, the writer's CPU-ms per flush (and
+# Postgres' own), and what the catalog then holds (snapshots, data files,
+# their column stats, inlined rows, its size). The last line compares the
+# last window with the first (goal: within 20 %).
+#
+#   scripts/bench-long-lake.sh                                  # SQLite catalog
+#   BENCH_CATALOG=postgres scripts/bench-long-lake.sh           # needs scripts/services.sh start
+#   BENCH_MAINTAIN=1 scripts/bench-long-lake.sh                 # millpond-lake maintain meanwhile
+#
+# BENCH_FLUSHES (20000), BENCH_ROWS (100 per flush), BENCH_WINDOW (1000),
+# BENCH_PAUSE_MS (0; a pause after each flush, left out of wall_ms: on a
+# SQLite catalog maintain's statements only land in a gap between the
+# writer's commits, see README "Maintaining the lake").
+# BENCH_MAINTAIN=1 runs `millpond-lake maintain --yes` every
+# BENCH_MAINTAIN_EVERY_S (300) with --expire-older-than
+# BENCH_EXPIRE_OLDER_THAN (5m) and --cleanup-older-than 1m: the Helm
+# CronJob's chain, its ages scaled down so the run reaches the steady
+# state a lake reaches after a week. Data files are local either way, so
+# the figures are the catalog's. WRITER_BIN / LAKE_BIN: other binaries.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/env.sh
+. scripts/env.sh
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
+catalog=${BENCH_CATALOG:-sqlite}
+maintain=${BENCH_MAINTAIN:-0}
+bench_writer_bin=${WRITER_BIN:-$CARGO_TARGET_DIR/release/millpond-writer}
+lake_bin=${LAKE_BIN:-$CARGO_TARGET_DIR/release/millpond-lake}
+[ -n "${WRITER_BIN:-}" ] || cargo build --release -p millpond-writer -p millpond-lake --bins >&2
+dir=$MILLPOND_STATE/bench-long-lake-$catalog
+rm -rf "$dir" && mkdir -p "$dir/data"
+case $catalog in
+sqlite)
+    settings="MILLPOND_LAKE_DIR=$dir/data"
+    where=sqlite:$dir/data/catalog.sqlite
+    ;;
+postgres)
+    eval "$(bash scripts/services.sh env)"
+    db=millpond_bench_long_lake
+    bench_pg_database "$db"
+    settings="DUCKLAKE_RDS_HOST=$PGHOST DUCKLAKE_RDS_PORT=$PGPORT DUCKLAKE_RDS_DATABASE=$db"
+    settings+=" DUCKLAKE_RDS_USERNAME=$PGUSER DUCKLAKE_RDS_PASSWORD=$PGPASSWORD DUCKLAKE_DATA_PATH=$dir/data/"
+    where=postgres:$db
+    ;;
+*) millpond_die "BENCH_CATALOG must be sqlite or postgres (got $catalog)" ;;
+esac
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait' EXIT
+bench_start_writer 0 "$settings" "$dir/writer.log"
+pids+=("$bench_writer_pid")
+if [ "$maintain" = 1 ]; then
+    (
+        while sleep "${BENCH_MAINTAIN_EVERY_S:-300}"; do
+            # shellcheck disable=SC2086
+            env $settings DUCKLAKE_TABLE="${BENCH_TABLE:-events}" "$lake_bin" maintain --yes \
+                --expire-older-than "${BENCH_EXPIRE_OLDER_THAN:-5m}" --cleanup-older-than 1m \
+                >>"$dir/maintain.log" 2>&1 || echo "maintain failed: see $dir/maintain.log" >&2
+        done
+    ) &
+    pids+=($!)
+fi
+echo "# $(nproc) cores, $catalog catalog, maintain=$maintain, ${BENCH_FLUSHES:-20000} flushes of ${BENCH_ROWS:-100} rows"
+"$MILLPOND_PYTHON" scripts/bench_flushes.py long "$bench_writer_addr" "$bench_writer_pid" \
+    "${BENCH_FLUSHES:-20000}" "${BENCH_ROWS:-100}" "${BENCH_WINDOW:-1000}" "$where" "${BENCH_PAUSE_MS:-0}"
+if [ "$maintain" = 1 ]; then
+    echo "# maintain runs: $(grep -c '^maintain: after' "$dir/maintain.log" || true), last: $(grep '^maintain: after' "$dir/maintain.log" | tail -1)"
+fi
