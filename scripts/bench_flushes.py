@@ -42,6 +42,19 @@ def cpu_s(pid):
     return sum(int(x) for x in fields[11:15]) / TICK
 
 
+def alive_cpu_s(pids):
+    """CPU of the pids still running, and the pids that have exited (a
+    writer that spent its retries exits: its CPU since the last reading is
+    lost, and the run is a failure anyway)."""
+    total, gone = 0.0, []
+    for p in pids:
+        try:
+            total += cpu_s(p)
+        except OSError:
+            gone.append(p)
+    return total, gone
+
+
 def postgres_cpu_s():
     total = 0.0
     for pid in os.listdir("/proc"):
@@ -202,7 +215,7 @@ def many_run(addrs, pids, rate, seconds, rows, metrics):
         except Exception as e:  # noqa: BLE001
             errors.append(f"writer {w}: {e}")
 
-    cpu0 = sum(cpu_s(p) for p in pids)
+    cpu0, _ = alive_cpu_s(pids)
     pg0 = postgres_cpu_s()
     threads = [threading.Thread(target=run, args=(w, a)) for w, a in enumerate(addrs)]
     for t in threads:
@@ -210,13 +223,16 @@ def many_run(addrs, pids, rate, seconds, rows, metrics):
     for t in threads:
         t.join()
     wall = time.monotonic() - start
-    writers_cpu = sum(cpu_s(p) for p in pids) - cpu0
+    cpu1, exited = alive_cpu_s(pids)
+    writers_cpu = cpu1 - cpu0
     pg_cpu = postgres_cpu_s() - pg0
     all_lat = [x for l in lat for x in l]
     all_late = [x for l in late for x in l]
     commits = len(all_lat)
     errs = {}
-    for url in metrics:
+    for url, pid in zip(metrics, pids):
+        if pid in exited:
+            continue
         for k, v in scrape(url).items():
             errs[k] = errs.get(k, 0) + v
     print(json.dumps({
@@ -238,6 +254,7 @@ def many_run(addrs, pids, rate, seconds, rows, metrics):
         "writer_cpu_ms_per_commit": round(writers_cpu / max(commits, 1) * 1000, 1),
         "postgres_cpu_s": round(pg_cpu, 1),
         "postgres_cpu_ms_per_commit": round(pg_cpu / max(commits, 1) * 1000, 1),
+        "exited_writers": len(exited),
         "failed_writers": errors,
     }))
     if errors:
