@@ -70,6 +70,13 @@ pub trait Sink: Send {
     /// so the next attempt re-reads the catalog.
     fn reset_caches(&mut self);
 
+    /// Between retry attempts, after `error`: by default the caches are
+    /// dropped. A sink whose connection outlives some failures (the
+    /// DuckLake session after a commit conflict) keeps it then.
+    fn reset_after(&mut self, _error: &SinkError) {
+        self.reset_caches();
+    }
+
     /// Highest offset range recorded per partition of `topic`.
     fn recorded_offsets(&mut self, topic: &str) -> Result<Vec<OffsetRange>, SinkError>;
 

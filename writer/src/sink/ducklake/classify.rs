@@ -24,7 +24,7 @@ const CONTENTION: [&str; 9] = [
     "Transaction conflict",
     "another transaction has altered",
     "Conflict",
-    "database is locked",
+    SQLITE_LOCKED,
 ];
 
 /// Deterministic failures: the same input fails the same way every time.
@@ -61,6 +61,18 @@ pub fn lake_error(lake: &LakeConfig, raw: &str) -> SinkError {
 /// the same statement may succeed when run again.
 pub fn contended(message: &str) -> bool {
     CONTENTION.iter().any(|p| message.contains(p))
+}
+
+/// SQLite's refusal of a commit: after it DuckDB's attachment of the
+/// catalog stays stuck until it is attached again.
+const SQLITE_LOCKED: &str = "database is locked";
+
+/// Whether the session may be kept for the next attempt after `error`:
+/// a commit conflict rolled back on a live catalog connection. A lost
+/// connection, a SQLite catalog that refused a commit and every other
+/// failure open a new session.
+pub fn keeps_session(error: &SinkError) -> bool {
+    error.is_contention() && !error.message.contains(SQLITE_LOCKED)
 }
 
 fn kind_of(message: &str) -> SinkErrorKind {
@@ -104,6 +116,29 @@ mod tests {
             SinkErrorKind::Transient,
             "a dropped catalog connection is retried whatever class wraps it"
         );
+    }
+
+    /// A commit conflict keeps the session; SQLite's refusal, a lost
+    /// connection and any other failure open a new one.
+    #[test]
+    fn only_a_conflict_on_a_live_connection_keeps_the_session() {
+        let pg_conflict = lake_error_raw(
+            "TransactionContext Error: Failed to commit: duplicate key value violates unique constraint \"ducklake_snapshot_pkey\"",
+        );
+        assert!(keeps_session(&pg_conflict));
+        let sqlite = lake_error_raw(
+            "TransactionContext Error: Failed to commit DuckLake transaction.\nFailed to flush changes into DuckLake: database is locked",
+        );
+        assert!(sqlite.is_contention());
+        assert!(!keeps_session(&sqlite));
+        assert!(!keeps_session(&lake_error_raw(
+            "IO Error: no connection to the server"
+        )));
+        assert!(!keeps_session(&lake_error_raw("Binder Error: x")));
+    }
+
+    fn lake_error_raw(m: &str) -> SinkError {
+        SinkError::new(kind_of(m), m)
     }
 
     /// The kind comes from DuckDB's own message, the text is masked: a

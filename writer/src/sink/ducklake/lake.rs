@@ -200,9 +200,15 @@ impl Lake {
     /// connection may be dead, and another writer may have changed the
     /// table; the next attempt reconnects and re-reads everything.
     pub fn reset(&mut self) {
+        self.refresh();
+        self.session = None;
+    }
+
+    /// Forgets what was read from the catalog, keeping the session: the
+    /// next attempt re-reads the table, the offsets and the fence there.
+    pub fn refresh(&mut self) {
         self.caches.reset();
         self.fence.reset();
-        self.session = None;
     }
 
     /// Releases the leases and detaches the lake.

@@ -1,4 +1,4 @@
-//! The DuckLake sink's one retry place: its ladder, reset_caches between
+//! The DuckLake sink's one retry place: its ladder, reset_after between
 //! attempts, classified error counts. A permanent-looking error is believed
 //! only when it comes from an attempt that started from fresh caches: the
 //! first time, the caches are reset and the flush tried again at once,
@@ -61,7 +61,7 @@ pub fn write_with_retry<S: Sink + ?Sized>(
                 Wait::Retry => tracing::warn!(flush_id = %flush.id, attempt, delay_ms,
                     error = %error.message, "write failed; retrying"),
             }
-            sink.reset_caches();
+            sink.reset_after(error);
             if !matches!(wait, Wait::Quick(_)) {
                 fresh.set(true);
             }

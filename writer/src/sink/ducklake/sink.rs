@@ -5,6 +5,7 @@ use arrow::record_batch::RecordBatch;
 use millpond_proto::OffsetRange;
 use millpond_shared::retry::Ladder;
 
+use super::classify::keeps_session;
 use super::config::{self, DuckLakeConfig};
 use super::insert::Inserts;
 use super::lake::Lake;
@@ -105,6 +106,18 @@ impl Sink for DuckLakeSink {
 
     fn reset_caches(&mut self) {
         self.lake.reset();
+    }
+
+    /// A commit conflict keeps the catalog session (its transaction was
+    /// rolled back); every other failure opens a new one. Dropping the
+    /// session on each conflict made every pod on a busy table reconnect
+    /// in bursts and ran Postgres out of connection slots.
+    fn reset_after(&mut self, error: &SinkError) {
+        if keeps_session(error) {
+            self.lake.refresh();
+        } else {
+            self.lake.reset();
+        }
     }
 
     fn recorded_offsets(&mut self, topic: &str) -> Result<Vec<OffsetRange>, SinkError> {

@@ -95,3 +95,68 @@ pub fn aligned(
         )
     }))
 }
+
+/// The Arrow bytes a received batch holds, counted against
+/// DUCKLAKE_FILES_FROM_BYTES: each column's own slice. A batch decoded from
+/// Flight has every column in one message buffer, which
+/// `get_array_memory_size` counts once per column (a 100-row flush of 40
+/// columns counted as ~12 MB, so every streamed flush went to files).
+pub fn held_size(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            c.to_data()
+                .get_slice_memory_size()
+                .unwrap_or_else(|_| c.get_array_memory_size())
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow_flight::utils::{batches_to_flight_data, flight_data_to_batches};
+
+    use super::*;
+
+    /// A batch as the writer receives it (one Flight message) counts its
+    /// own bytes, not the message once per column.
+    #[test]
+    fn a_received_batch_counts_its_columns_once() {
+        let rows = 100;
+        let mut fields = Vec::new();
+        let mut columns: Vec<ArrayRef> = Vec::new();
+        for c in 0..40 {
+            fields.push(Field::new(format!("s{c}"), DataType::Utf8, true));
+            columns.push(Arc::new(StringArray::from_iter_values(
+                (0..rows).map(|i| format!("value {i} of column {c}")),
+            )));
+            fields.push(Field::new(format!("n{c}"), DataType::Int64, true));
+            columns.push(Arc::new(Int64Array::from_iter_values(0..rows as i64)));
+        }
+        let schema = Arc::new(Schema::new(fields));
+        let sent = RecordBatch::try_new(schema.clone(), columns).unwrap();
+        let data = batches_to_flight_data(&schema, vec![sent.clone()]).unwrap();
+        let message: usize = data.iter().map(|d| d.data_body.len()).sum();
+        let received = flight_data_to_batches(&data).unwrap().remove(0);
+
+        let own = held_size(&received);
+        assert!(
+            own <= message,
+            "{own} bytes counted for a {message}-byte message"
+        );
+        assert!(
+            own >= message / 2,
+            "{own} bytes counted for a {message}-byte message"
+        );
+        assert_eq!(own, held_size(&sent), "the same count as the batch sent");
+        assert!(
+            received.get_array_memory_size() > 20 * message,
+            "arrow counts the shared message per column (why held_size exists)"
+        );
+    }
+}

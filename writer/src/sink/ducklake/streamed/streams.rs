@@ -9,7 +9,7 @@ use arrow::record_batch::RecordBatch;
 use super::pause::FilesPause;
 use super::refusal::{resend_whole, Refusal};
 use super::spooling::{spool_rows, start_files};
-use super::stream::Streamed;
+use super::stream::{held_size, Streamed};
 use crate::sink::ducklake::config::DuckLakeConfig;
 use crate::sink::ducklake::lake::Lake;
 use crate::sink::ducklake::spool::Remote;
@@ -143,7 +143,7 @@ impl Streams {
                 }
             };
         }
-        st.held_bytes += batch.get_array_memory_size();
+        st.held_bytes += held_size(&batch);
         st.held.push(batch);
         if st.hold || st.held_bytes < lake.cfg.files_from_bytes {
             return Ok(());
