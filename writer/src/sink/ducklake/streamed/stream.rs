@@ -99,8 +99,9 @@ pub fn aligned(
 /// The Arrow bytes a received batch holds, counted against
 /// DUCKLAKE_FILES_FROM_BYTES: each column's own slice. A batch decoded from
 /// Flight has every column in one message buffer, which
-/// `get_array_memory_size` counts once per column (a 100-row flush of 40
-/// columns counted as ~12 MB, so every streamed flush went to files).
+/// `get_array_memory_size` counts once per column (a 100-row batch of 80
+/// columns counted as over 20 times its size, so streamed flushes far
+/// below the threshold went to files).
 pub fn held_size(batch: &RecordBatch) -> usize {
     batch
         .columns()
