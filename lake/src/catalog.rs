@@ -13,6 +13,9 @@ use millpond_writer::lake_api::{self, ident, literal, Catalog, LakeConfig, Sessi
 /// A statement a writer's commit got in the way of (on a SQLite catalog,
 /// any writer commit during a maintenance transaction): 10 attempts, 0.2 s
 /// doubling (at most 30 s), one to two minutes in all.
+/// DuckDB's word for a transaction that failed part-way (see `retrying`).
+const ABORTED: &str = "Current transaction is aborted";
+
 const CONTENDED: Ladder = Ladder {
     attempts: 10,
     base: Duration::from_millis(200),
@@ -104,12 +107,16 @@ impl Lake {
     /// before each new attempt ([`lake_api::reattach`]: a SQLite catalog
     /// that said "database is locked" leaves the attachment stuck). Inside
     /// a transaction the caller opened, the first error is the answer.
+    /// Besides the catalog's conflicts, a SQLite catalog can refuse a
+    /// statement in the middle of one of DuckLake's own operations, which
+    /// then reports only [`ABORTED`] (seen in `ducklake_flush_inlined_data`
+    /// while a writer committed); nothing of it was committed.
     fn retrying<T>(&self, sql: &str, run: impl Fn() -> duckdb::Result<T>) -> anyhow::Result<T> {
         let alone = self.conn().is_autocommit();
         let tries = std::cell::Cell::new(0u32);
         let again = |e: &duckdb::Error| {
             let message = e.to_string();
-            if !alone || !lake_api::contended(&message) {
+            if !alone || !(lake_api::contended(&message) || message.contains(ABORTED)) {
                 return false;
             }
             eprintln!(
