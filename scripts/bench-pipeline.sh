@@ -8,19 +8,21 @@
 #
 # usage: bench-pipeline.sh BOOTSTRAP TOPIC RECORDS RUN_DIR
 #   RECORDS: how many records the topic holds (tombstones included)
-# BENCH_FLUSH_SIZE (104857600), BENCH_GROUP_ID (millpond-bench),
-# BENCH_TIMEOUT_S (900), BENCH_EXTRA_ENV (VAR=value pairs for both
-# processes), BENCH_BROKER_PID (also report that process's CPU), BENCH_PERF
-# (profile both processes, scripts/bench-lib.sh), BENCH_BIN (a directory
-# holding the two binaries to run instead of building them, to measure
-# another build).
+# BENCH_FLUSH_SIZE (104857600), BENCH_FLUSH_INTERVAL_MS (60000),
+# BENCH_GROUP_ID (millpond-bench), BENCH_TIMEOUT_S (900), BENCH_EXTRA_ENV
+# (VAR=value pairs for both processes; the writer runs with the images'
+# MALLOC_ARENA_MAX=2 unless they say otherwise), BENCH_BROKER_PID (also
+# report that process's CPU), BENCH_PERF (profile both processes,
+# scripts/bench-lib.sh), BENCH_BIN (a directory holding the two binaries to
+# run instead of building them, to measure another build).
 #
 # Measured: CPU of every thread (/proc/<pid>/stat utime+stime) of the
 # writer from ready to ingest's exit (its startup is reported apart) and of
 # ingest from its first consume to its exit (/usr/bin/time; its startup, up
 # to the log line that starts the loop, is reported apart); wall time of the
-# loop from ingest's own log; peak RSS of each. The counters are scraped
-# before either process exits. Writes RUN_DIR/millpond.json and prints the
+# loop from ingest's own log; peak RSS of each, and the writer's RSS once
+# ready (its base: DuckDB, the extensions, the attached catalog). The
+# counters are scraped before either process exits. Writes RUN_DIR/millpond.json and prints the
 # "millpond:" lines (scripts/bench_pipeline.py); exits non-zero when ingest
 # did not consume RECORDS records or conservation fails.
 set -euo pipefail
@@ -29,7 +31,7 @@ cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 . scripts/env.sh
 # shellcheck source=scripts/bench-lib.sh
 . scripts/bench-lib.sh
-[ $# -eq 4 ] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 bootstrap=$1 topic=$2 records=$3 run=$4
 flush_size=${BENCH_FLUSH_SIZE:-104857600}
 timeout_s=${BENCH_TIMEOUT_S:-900}
@@ -50,7 +52,8 @@ flight_port=$(bench_port) writer_http=$(bench_port) ingest_http=$(bench_port)
 export DUCKLAKE_TABLE=events MILLPOND_LAKE_DIR=$lake MILLPOND_LOG_FORMAT=json LOG_LEVEL=info
 export MILLPOND_WRITER_ADDR=127.0.0.1:$flight_port MILLPOND_WRITER_HTTP_PORT=$writer_http
 bench_perf_prefix writer
-env "${extra_env[@]}" "${bench_prefix[@]}" "$bin/millpond-writer" >"$run/writer.log" 2>&1 &
+# MALLOC_ARENA_MAX: as the writer images set it (deploy/docker/Dockerfile).
+env MALLOC_ARENA_MAX=2 "${extra_env[@]}" "${bench_prefix[@]}" "$bin/millpond-writer" >"$run/writer.log" 2>&1 &
 writer_job=$!
 writer=$(bench_unwrap "$writer_job") || millpond_die "millpond-writer did not start"
 for _ in $(seq 600); do curl -sf "http://127.0.0.1:$writer_http/readyz" >/dev/null && break; sleep 0.1; done
@@ -58,6 +61,7 @@ curl -sf "http://127.0.0.1:$writer_http/readyz" >/dev/null \
     || { tail "$run/writer.log" >&2; millpond_die "writer not ready"; }
 # The writer's startup (DuckDB, extensions, catalog attach) is not per record.
 writer_startup=$(bench_cpu "$writer")
+writer_ready_rss_kb=$(awk '/VmRSS/ {print $2}' "/proc/$writer/status")
 writer_ready=$(date +%s.%N)
 broker0=$( [ -n "${BENCH_BROKER_PID:-}" ] && bench_cpu "$BENCH_BROKER_PID" || echo 0)
 
@@ -65,7 +69,7 @@ bench_perf_prefix ingest
 env "${extra_env[@]}" KAFKA_BOOTSTRAP_SERVERS="$bootstrap" KAFKA_TOPIC="$topic" \
     GROUP_ID="${BENCH_GROUP_ID:-millpond-bench}" REPLICA_COUNT=1 POD_NAME=millpond-0 \
     MILLPOND_HTTP_PORT="$ingest_http" MILLPOND_RUN_TO_LATEST=true FLUSH_SIZE="$flush_size" \
-    FLUSH_INTERVAL_MS=60000 "${bench_prefix[@]}" \
+    FLUSH_INTERVAL_MS="${BENCH_FLUSH_INTERVAL_MS:-60000}" "${bench_prefix[@]}" \
     /usr/bin/time -f '%e %U %S %M' -o "$run/ingest.time" "$bin/millpond-ingest" >"$run/ingest.log" 2>&1 &
 ingest_job=$!
 if ! timer=$(bench_unwrap "$ingest_job") || ! ingest=$(bench_child "$timer"); then
@@ -102,6 +106,7 @@ writer_startup_cpu_s=$writer_startup
 writer_ready_epoch_s=$writer_ready
 writer_total_cpu_s=$writer_total
 writer_peak_rss_kb=$writer_hwm_kb
+writer_ready_rss_kb=$writer_ready_rss_kb
 ingest_startup_cpu_s=${ingest_startup:-0}
 broker_cpu_s=$(awk -v a="$broker0" -v b="$broker1" 'BEGIN {printf "%.2f", b - a}')
 flush_size=$flush_size

@@ -85,6 +85,7 @@ def millpond(run: Path) -> int:
     written = total(wri, "millpond_records_written_total")
     dead = total(wri, "millpond_dead_letters_total")
     rss_ingest, rss_writer = int(max_kb) / 1024, int(s["writer_peak_rss_kb"]) / 1024
+    rss_writer_ready = int(s.get("writer_ready_rss_kb", 0)) / 1024
     arrow = total(wri, "millpond_flush_size_bytes_sum")
 
     checks = {
@@ -103,7 +104,8 @@ def millpond(run: Path) -> int:
         "ingest_loop_cpu_s": round(loop_ingest, 3), "writer_loop_cpu_s": round(writer_cpu, 3),
         "ingest_startup_cpu_s": ingest_startup, "writer_startup_cpu_s": writer_startup,
         "peak_rss_mb": {"ingest": round(rss_ingest, 1), "writer": round(rss_writer, 1),
-                        "together": round(rss_ingest + rss_writer, 1)},
+                        "together": round(rss_ingest + rss_writer, 1),
+                        "writer_when_ready": round(rss_writer_ready, 1)},
         "flushes": len(flushes), "flush_triggers": triggers,
         "flush_ms": [f.get("ms") for f in flushes], "arrow_bytes_flushed": arrow,
         "broker_cpu_s": float(s["broker_cpu_s"]), "flush_size": int(s["flush_size"]),
@@ -112,7 +114,7 @@ def millpond(run: Path) -> int:
     (run / "millpond.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"millpond: {records} records, {records / wall:.0f} rec/s wall, {records / loop_cpu:.0f} rec per "
           f"CPU-second, peak RSS ingest {rss_ingest:.0f} MB + writer {rss_writer:.0f} MB = "
-          f"{rss_ingest + rss_writer:.0f} MB")
+          f"{rss_ingest + rss_writer:.0f} MB (writer {rss_writer_ready:.0f} MB when ready)")
     print(f"  loop CPU {loop_cpu:.2f} s = ingest {loop_ingest:.2f} s + writer {writer_cpu:.2f} s; startup not "
           f"counted: ingest {ingest_startup:.2f} s, writer {writer_startup:.2f} s; loop wall {wall:.2f} s "
           f"(ingest process {float(elapsed):.2f} s)")

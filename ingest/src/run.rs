@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use millpond_shared::metrics::{new_registry, IngestMetrics};
+use millpond_shared::metrics::IngestMetrics;
 use millpond_shared::shutdown::{Stop, Stopped};
 
 use crate::config::IngestConfig;
@@ -82,7 +82,7 @@ pub fn main() -> ExitCode {
 
 async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     millpond_shared::failpoint::arm(cfg.failpoint);
-    let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
+    let registry = cfg.common.registry();
     let metrics =
         IngestMetrics::new(&registry).with_matched_values_cap(cfg.stages.matched_values_cap);
     announce(&metrics, &cfg);

@@ -143,7 +143,18 @@ impl Lake {
                 },
                 again,
             )
-            .map_err(|e| self.error(e, sql))
+            .map_err(|e| {
+                let starved = tries.get() >= CONTENDED.attempts && alone;
+                let e = self.error(e, sql);
+                match starved {
+                    true => e.context(format!(
+                        "a writer's commit got in the way of each of {} tries: run this when the \
+                         writers commit less often (a longer FLUSH_INTERVAL_MS), or stop them meanwhile",
+                        CONTENDED.attempts
+                    )),
+                    false => e,
+                }
+            })
     }
 
     /// The single integer a query returns (0 for NULL).

@@ -5,6 +5,7 @@ use clap::{ArgGroup, Args};
 
 use super::expire::Expire;
 use super::units::parse_duration;
+use millpond_writer::lake_api::memory_limit;
 
 /// Which snapshots to expire: exactly one rule.
 #[derive(Args, Debug, Clone)]
@@ -69,14 +70,4 @@ pub struct MaintainArgs {
     pub threads: Option<u32>,
     #[arg(long, value_parser = memory_limit)]
     pub memory_limit: Option<String>,
-}
-
-/// A size for DuckDB's memory_limit (`4GB`, `512MiB`), handed to DuckDB
-/// as bytes, so nothing unchecked reaches SQL and both read it alike.
-pub fn memory_limit(text: &str) -> Result<String, String> {
-    match parse_size::parse_size(text) {
-        Ok(0) => Err(format!("{text:?}: the memory limit must be above zero")),
-        Ok(n) => Ok(format!("{n}B")),
-        Err(e) => Err(format!("{text:?} is not a size like 4GB or 512MiB: {e}")),
-    }
 }

@@ -94,6 +94,7 @@ fn bench(c: &mut Criterion) {
             "127.0.0.1:0".parse().unwrap(),
             service,
             DEFAULT_MAX_MESSAGE_BYTES,
+            millpond_proto::FLOW_WINDOW_BYTES,
             std::future::pending(),
         ))
         .unwrap();

@@ -52,6 +52,10 @@ pub struct WriterConfig {
     /// Most Arrow bytes one DoPut (a whole flush) may carry
     /// (MILLPOND_WRITER_MAX_FLUSH_BYTES); beyond, RESOURCE_EXHAUSTED.
     pub max_flush_bytes: u64,
+    /// The HTTP/2 window of a DoPut (MILLPOND_WRITER_FLOW_WINDOW_BYTES): how
+    /// much of a flush the writer lets its ingest send ahead of what it has
+    /// read, held in memory meanwhile.
+    pub flow_window_bytes: u32,
     pub sink: Destination,
     /// Test hook (MILLPOND_FAILPOINT, builds with the feature `failpoints`
     /// only): see `millpond_shared::failpoint` for the writer's.
@@ -74,6 +78,29 @@ fn ducklake(r: &mut EnvReader<'_>) -> Option<Destination> {
         "this writer was built without DuckLake (the hoglake writer image); set MILLPOND_DESTINATION=hoglake or run the DuckLake writer image",
     );
     None
+}
+
+/// MILLPOND_WRITER_FLOW_WINDOW_BYTES: HTTP/2 allows 65535 bytes to 2^31-1.
+fn flow_window(r: &mut EnvReader<'_>) -> u32 {
+    const VAR: &str = "MILLPOND_WRITER_FLOW_WINDOW_BYTES";
+    let text = r.string_or(VAR, "32MiB");
+    match parse_size::parse_size(&text) {
+        Ok(b) if (65_535..=i32::MAX as u64).contains(&b) => b as u32,
+        Ok(_) => {
+            r.errors.push(
+                VAR,
+                format!("must be from 64KiB to 2GiB-1 (HTTP/2's window), got {text:?}"),
+            );
+            millpond_proto::FLOW_WINDOW_BYTES
+        }
+        Err(e) => {
+            r.errors.push(
+                VAR,
+                format!("must be a size like 32MiB (got {text:?}: {e})"),
+            );
+            millpond_proto::FLOW_WINDOW_BYTES
+        }
+    }
 }
 
 impl WriterConfig {
@@ -121,6 +148,7 @@ impl WriterConfig {
                 DEFAULT_MAX_FLUSH_BYTES
             }
         };
+        let flow_window_bytes = flow_window(&mut r);
         let sink = if destination == "hoglake" {
             HoglakeConfig::parse(&mut r).map(|c| Destination::Hoglake(Box::new(c)))
         } else {
@@ -150,6 +178,7 @@ impl WriterConfig {
             addr,
             max_message_bytes,
             max_flush_bytes,
+            flow_window_bytes,
             sink: sink.expect("no errors means the sink config parsed"),
             failpoint,
             shutdown_grace,
@@ -189,6 +218,24 @@ mod tests {
         assert_eq!(cfg.addr.to_string(), DEFAULT_WRITER_ADDR);
         assert_eq!(cfg.common.pipeline, "events");
         assert!(matches!(cfg.sink, Destination::DuckLake(_)));
+        assert_eq!(cfg.flow_window_bytes, millpond_proto::FLOW_WINDOW_BYTES);
+    }
+
+    #[test]
+    #[cfg(feature = "ducklake")]
+    fn the_flow_window_is_a_size_http2_allows() {
+        let with = |v: &str| {
+            WriterConfig::from_env(&Env::from_pairs([
+                ("DUCKLAKE_TABLE", "events"),
+                ("MILLPOND_WRITER_FLOW_WINDOW_BYTES", v),
+            ]))
+        };
+        assert_eq!(with("4MiB").unwrap().flow_window_bytes, 4 << 20);
+        assert_eq!(with("65535").unwrap().flow_window_bytes, 65_535);
+        for bad in ["1KiB", "2GiB", "lots"] {
+            let errs = with(bad).unwrap_err();
+            assert_eq!(errs.vars(), ["MILLPOND_WRITER_FLOW_WINDOW_BYTES"], "{bad}");
+        }
     }
 
     #[test]

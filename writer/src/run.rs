@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use millpond_shared::metrics::{new_registry, WriterMetrics};
+use millpond_shared::metrics::WriterMetrics;
 use tokio::sync::watch;
 
 use crate::config::WriterConfig;
@@ -22,7 +22,7 @@ pub fn main() -> ExitCode {
 }
 
 async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
-    let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
+    let registry = cfg.common.registry();
     let metrics = WriterMetrics::new(&registry);
     let hoglake = cfg.sink.name() == "hoglake";
     metrics.announce(
@@ -44,9 +44,15 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
         .with_max_flush_bytes(cfg.max_flush_bytes);
     let activity = service.activity();
     let mut stop = stop_rx.clone();
-    let server = serve(cfg.addr, service, cfg.max_message_bytes, async move {
-        let _ = stop.wait_for(|s| *s).await;
-    })
+    let server = serve(
+        cfg.addr,
+        service,
+        cfg.max_message_bytes,
+        cfg.flow_window_bytes,
+        async move {
+            let _ = stop.wait_for(|s| *s).await;
+        },
+    )
     .await?;
     // HTTP (and with it /readyz) only once Flight is listening: ready means
     // a flush can be sent.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use millpond_shared::http::HealthCheck;
-use millpond_shared::metrics::{new_registry, render, LakeMetrics};
+use millpond_shared::metrics::{render, LakeMetrics};
 use prometheus::Registry;
 
 use super::super::catalog::Lake;
@@ -17,7 +17,7 @@ use super::super::config::ToolConfig;
 use super::collect::{open, refresh};
 
 fn registry(cfg: &ToolConfig) -> (Registry, LakeMetrics) {
-    let registry = new_registry(&cfg.common.pipeline, &cfg.common.broker_source);
+    let registry = cfg.common.registry();
     let metrics = LakeMetrics::new(&registry);
     (registry, metrics)
 }

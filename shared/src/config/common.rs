@@ -25,6 +25,12 @@ pub struct CommonConfig {
 }
 
 impl CommonConfig {
+    /// The process's metric registry: every metric carries the `pipeline`
+    /// and `broker_source` labels.
+    pub fn registry(&self) -> prometheus::Registry {
+        crate::metrics::new_registry(&self.pipeline, &self.broker_source)
+    }
+
     /// `default_port` differs per process: ingest 8000 (the chart's probe
     /// port), writer 8001, so both fit in one pod.
     pub fn parse(

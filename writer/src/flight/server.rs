@@ -17,6 +17,7 @@ pub async fn serve(
     addr: SocketAddr,
     service: WriterService,
     max_message_bytes: usize,
+    flow_window_bytes: u32,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<ServerHandle> {
     let listener = TcpListener::bind(addr).await?;
@@ -27,9 +28,10 @@ pub async fn serve(
     let task = tokio::spawn(
         tonic::transport::Server::builder()
             // A flush is tens of MB in one stream: HTTP/2's default 64 KiB
-            // windows would cost a round trip every 64 KiB.
-            .initial_stream_window_size(Some(millpond_proto::FLOW_WINDOW_BYTES))
-            .initial_connection_window_size(Some(millpond_proto::FLOW_WINDOW_BYTES))
+            // windows would cost a round trip every 64 KiB. What the window
+            // lets ingest send ahead waits in memory.
+            .initial_stream_window_size(Some(flow_window_bytes))
+            .initial_connection_window_size(Some(flow_window_bytes))
             .add_service(svc)
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown),
     );

@@ -100,6 +100,17 @@ pub struct LakeConfig {
     pub threads: Option<u64>,
 }
 
+/// A size for DuckDB's memory_limit (`4GB`, `512MiB`), handed to DuckDB
+/// as bytes, so nothing unchecked reaches SQL and the writer and
+/// `millpond-lake` read it alike.
+pub fn memory_limit(text: &str) -> Result<String, String> {
+    match parse_size::parse_size(text) {
+        Ok(0) => Err(format!("{text:?}: the memory limit must be above zero")),
+        Ok(n) => Ok(format!("{n}B")),
+        Err(e) => Err(format!("{text:?} is not a size like 4GB or 512MiB: {e}")),
+    }
+}
+
 pub(super) fn matches(value: &str, ok: impl Fn(char) -> bool) -> bool {
     !value.is_empty() && value.chars().all(ok)
 }
@@ -107,15 +118,15 @@ pub(super) fn matches(value: &str, ok: impl Fn(char) -> bool) -> bool {
 impl LakeConfig {
     pub fn parse(r: &mut EnvReader<'_>) -> Option<Self> {
         let max_retry_count = r.positive_u64("DUCKLAKE_MAX_RETRY_COUNT", 100);
-        let memory_limit = r.optional("DUCKDB_MEMORY_LIMIT");
-        if let Some(m) = &memory_limit {
-            if !matches(m, |c| c.is_ascii_alphanumeric() || c == '.' || c == ' ') {
-                r.errors.push(
-                    "DUCKDB_MEMORY_LIMIT",
-                    format!("must look like 4GB or 512MiB (got {m:?})"),
-                );
-            }
-        }
+        let memory_limit = r
+            .optional("DUCKDB_MEMORY_LIMIT")
+            .and_then(|m| match memory_limit(&m) {
+                Ok(bytes) => Some(bytes),
+                Err(why) => {
+                    r.errors.push("DUCKDB_MEMORY_LIMIT", why);
+                    None
+                }
+            });
         let home = r.env().get("HOME").unwrap_or("/root").to_owned();
         let extension_dir = PathBuf::from(r.string_or(
             "DUCKDB_EXTENSION_DIR",

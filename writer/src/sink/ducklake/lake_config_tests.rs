@@ -192,3 +192,27 @@ fn debug_output_and_description_hide_the_password() {
         "Postgres catalog ducklake@db:5432/ducklake (data /tmp/x/)"
     );
 }
+
+#[test]
+fn the_memory_limit_is_a_size_checked_at_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().to_str().unwrap();
+    let with = |v: &str| parse(&[("MILLPOND_LAKE_DIR", lake), ("DUCKDB_MEMORY_LIMIT", v)]);
+    assert_eq!(
+        with("256MiB").unwrap().memory_limit.as_deref(),
+        Some("268435456B")
+    );
+    assert_eq!(
+        with("1GB").unwrap().memory_limit.as_deref(),
+        Some("1000000000B")
+    );
+    // Each was accepted by the old character check and failed only when
+    // the first session opened.
+    for bad in ["16XB", "0", "lots of memory"] {
+        assert_eq!(
+            with(bad).err(),
+            Some(vec!["DUCKDB_MEMORY_LIMIT".to_owned()]),
+            "{bad}"
+        );
+    }
+}
