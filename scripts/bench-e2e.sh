@@ -14,7 +14,9 @@
 # BENCH_SHARED_DIR (gen_events.py, py_baseline.py; default ../shared/bench
 # from the repository), BENCH_EVENTS (200000), BENCH_PARTITIONS (4),
 # BENCH_SEED (42), BENCH_POISON_RATE (0.01), BENCH_FLUSH_SIZE (104857600),
-# BENCH_EXTRA_ENV (VAR=value pairs for ingest and writer), NISSHI (default
+# BENCH_EXTRA_ENV (VAR=value pairs for ingest and writer),
+# BENCH_FLUSH_INTERVAL_MS and BENCH_LAKE_OPTIONS (scripts/bench-pipeline.sh:
+# e.g. "parquet_compression=zstd" to compare codecs), NISSHI (default
 # ~/.cargo/bin/nisshi from scripts/setup-nisshi.sh), BENCH_PERF=DIR (profile
 # ingest, writer and the model with perf into DIR; see scripts/bench-lib.sh).
 # BENCH_RUNS=N (default 1) measures both N times, one after the other, on

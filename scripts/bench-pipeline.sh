@@ -14,7 +14,10 @@
 # MALLOC_ARENA_MAX=2 unless they say otherwise), BENCH_BROKER_PID (also
 # report that process's CPU), BENCH_PERF (profile both processes,
 # scripts/bench-lib.sh), BENCH_BIN (a directory holding the two binaries to
-# run instead of building them, to measure another build).
+# run instead of building them, to measure another build),
+# BENCH_LAKE_OPTIONS (NAME=value pairs set on the new lake with
+# `millpond-lake shell` before the writer that measures starts, e.g.
+# "parquet_compression=zstd parquet_compression_level=1").
 #
 # Measured: CPU of every thread (/proc/<pid>/stat utime+stime) of the
 # writer from ready to ingest's exit (its startup is reported apart) and of
@@ -22,16 +25,17 @@
 # to the log line that starts the loop, is reported apart); wall time of the
 # loop from ingest's own log; peak RSS of each, and the writer's RSS once
 # ready (its base: DuckDB, the extensions, the attached catalog). The
-# counters are scraped before either process exits. Writes RUN_DIR/millpond.json and prints the
-# "millpond:" lines (scripts/bench_pipeline.py); exits non-zero when ingest
-# did not consume RECORDS records or conservation fails.
+# counters are scraped before either process exits. Writes
+# RUN_DIR/millpond.json and prints the "millpond:" lines
+# (scripts/bench_pipeline.py); exits non-zero when ingest did not consume
+# RECORDS records or conservation fails.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
 . scripts/env.sh
 # shellcheck source=scripts/bench-lib.sh
 . scripts/bench-lib.sh
-[ $# -eq 4 ] || { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 bootstrap=$1 topic=$2 records=$3 run=$4
 flush_size=${BENCH_FLUSH_SIZE:-104857600}
 timeout_s=${BENCH_TIMEOUT_S:-900}
@@ -39,7 +43,9 @@ read -r -a extra_env <<<"${BENCH_EXTRA_ENV:-}"
 bin=${BENCH_BIN:-$CARGO_TARGET_DIR/release}
 [ -x /usr/bin/time ] || millpond_die "/usr/bin/time missing (apt-get install time)"
 [ -x "$MILLPOND_PYTHON" ] || millpond_die "$MILLPOND_PYTHON missing; run scripts/setup-python.sh"
-[ -n "${BENCH_BIN:-}" ] || cargo build --release -p millpond-ingest -p millpond-writer --bins >&2
+read -r -a lake_options <<<"${BENCH_LAKE_OPTIONS:-}"
+[ -n "${BENCH_BIN:-}" ] || cargo build --release -p millpond-ingest -p millpond-writer --bins \
+    ${BENCH_LAKE_OPTIONS:+-p millpond-lake} >&2
 mkdir -p "$run"
 lake=$run/millpond-lake
 rm -rf "$lake"
@@ -51,6 +57,17 @@ flight_port=$(bench_port) writer_http=$(bench_port) ingest_http=$(bench_port)
 
 export DUCKLAKE_TABLE=events MILLPOND_LAKE_DIR=$lake MILLPOND_LOG_FORMAT=json LOG_LEVEL=info
 export MILLPOND_WRITER_ADDR=127.0.0.1:$flight_port MILLPOND_WRITER_HTTP_PORT=$writer_http
+if [ ${#lake_options[@]} -gt 0 ]; then
+    # The writer creates the lake; its options are read when it attaches.
+    env "${extra_env[@]}" "$bin/millpond-writer" >"$run/writer-create.log" 2>&1 &
+    creator=$!
+    for _ in $(seq 600); do curl -sf "http://127.0.0.1:$writer_http/readyz" >/dev/null && break; sleep 0.1; done
+    kill -TERM "$creator"; wait "$creator" || true
+    for option in "${lake_options[@]}"; do
+        "$bin/millpond-lake" shell --sql "CALL lake.set_option('${option%%=*}', '${option#*=}')" >&2 \
+            || millpond_die "could not set $option on the lake"
+    done
+fi
 bench_perf_prefix writer
 # MALLOC_ARENA_MAX: as the writer images set it (deploy/docker/Dockerfile).
 env MALLOC_ARENA_MAX=2 "${extra_env[@]}" "${bench_prefix[@]}" "$bin/millpond-writer" >"$run/writer.log" 2>&1 &

@@ -144,9 +144,15 @@ def lake_facts(catalog: str, data: str, ext_dir: str, s3: dict | None = None) ->
     columns = [r[0] for r in con.execute("DESCRIBE lake.main.events").fetchall()]
     files, file_bytes = con.execute(
         "SELECT count(*), coalesce(sum(data_file_size_bytes), 0) FROM ducklake_list_files('lake', 'events')").fetchone()
+    # The codecs the files were written with (one unless the lake's option
+    # changed between flushes).
+    paths = [r[0] for r in con.execute("SELECT data_file FROM ducklake_list_files('lake', 'events')").fetchall()]
+    listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    codecs = sorted(r[0] for r in con.execute(
+        f"SELECT DISTINCT compression FROM parquet_metadata([{listed}])").fetchall()) if paths else []
     con.close()
     return {"rows": rows, "distinct_uuid": distinct_uuid, "null_keys": null_keys,
-            "team_id_sum": int(team_id_sum), "columns": columns, "files": files,
+            "team_id_sum": int(team_id_sum), "columns": columns, "files": files, "codecs": codecs,
             "parquet_bytes": int(file_bytes), "parquet_bytes_per_row": round(file_bytes / max(rows, 1), 1)}
 
 
@@ -215,7 +221,7 @@ def compare(run: Path) -> int:
           f"{ratio(mp['rec_per_s_wall'], base['rec_per_s_wall'])} wall records/s, "
           f"{ratio(rss_mp, base_rss)} peak RSS (ingest + writer {rss_mp:.0f} MB vs {base_rss:.0f} MB)")
     print(f"  lakes: millpond {mp_lake['rows']} rows, {len(mp_lake['columns'])} columns, {mp_lake['files']} files, "
-          f"{mp_lake['parquet_bytes_per_row']} Parquet bytes per row; "
+          f"{mp_lake['parquet_bytes_per_row']} Parquet bytes per row ({'/'.join(mp_lake['codecs'])}); "
           f"baseline {py_lake['rows']} rows, {len(py_lake['columns'])} columns, {py_lake['files']} files, "
           f"{py_lake['parquet_bytes_per_row']} Parquet bytes per row; "
           f"generated {gen['json_objects']} JSON objects of {n}, avg value {gen['avg_value_bytes']} B")
@@ -253,6 +259,8 @@ def runs(dirs: list[Path]) -> int:
     line("millpond writer startup CPU-s", [m["writer_startup_cpu_s"] for m in mp], "{:.2f}")
     line("millpond peak RSS MB, ingest + writer", [m["peak_rss_mb"]["together"] for m in mp], "{:.0f}")
     line("model peak RSS MB", [s["baseline_peak_rss_mb"] for s in sums], "{:.0f}")
+    line("millpond files in the lake", [s["millpond_lake"]["files"] for s in sums], "{:.0f}")
+    line("millpond Parquet bytes per row", [s["millpond_lake"]["parquet_bytes_per_row"] for s in sums], "{:.1f}")
     failed = [str(d) for d, s in zip(dirs, sums) if not all(s["checks"].values())]
     if failed:
         print(f"  checks failed in: {', '.join(failed)}")
