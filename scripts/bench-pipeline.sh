@@ -13,8 +13,8 @@
 # (VAR=value pairs for both processes; the writer runs with the images'
 # MALLOC_ARENA_MAX=2 unless they say otherwise), BENCH_BROKER_PID (also
 # report that process's CPU), BENCH_PERF (profile both processes,
-# scripts/bench-lib.sh), BENCH_BIN (a directory holding the two binaries to
-# run instead of building them, to measure another build),
+# scripts/bench-lib.sh), BENCH_BIN (a directory holding the binaries to run
+# instead of building them, to measure another build),
 # BENCH_LAKE_OPTIONS (NAME=value pairs set on the new lake with
 # `millpond-lake shell` before the writer that measures starts, e.g.
 # "parquet_compression=zstd parquet_compression_level=1").
@@ -62,9 +62,11 @@ if [ ${#lake_options[@]} -gt 0 ]; then
     env "${extra_env[@]}" "$bin/millpond-writer" >"$run/writer-create.log" 2>&1 &
     creator=$!
     for _ in $(seq 600); do curl -sf "http://127.0.0.1:$writer_http/readyz" >/dev/null && break; sleep 0.1; done
-    kill -TERM "$creator"; wait "$creator" || true
+    curl -sf "http://127.0.0.1:$writer_http/readyz" >/dev/null \
+        || { tail "$run/writer-create.log" >&2; millpond_die "the writer creating the lake was not ready"; }
+    kill -TERM "$creator" 2>/dev/null || true; wait "$creator" || true
     for option in "${lake_options[@]}"; do
-        "$bin/millpond-lake" shell --sql "CALL lake.set_option('${option%%=*}', '${option#*=}')" >&2 \
+        env "${extra_env[@]}" "$bin/millpond-lake" shell --sql "CALL lake.set_option('${option%%=*}', '${option#*=}')" >&2 \
             || millpond_die "could not set $option on the lake"
     done
 fi

@@ -144,7 +144,9 @@ impl Lake {
                 again,
             )
             .map_err(|e| {
-                let starved = tries.get() >= CONTENDED.attempts && alone;
+                let message = e.to_string();
+                let starved = tries.get() >= CONTENDED.attempts
+                    && (lake_api::contended(&message) || message.contains(ABORTED));
                 let e = self.error(e, sql);
                 match starved {
                     true => e.context(format!(

@@ -89,7 +89,9 @@ fn flow_window(r: &mut EnvReader<'_>) -> u32 {
         Ok(_) => {
             r.errors.push(
                 VAR,
-                format!("must be from 64KiB to 2GiB-1 (HTTP/2's window), got {text:?}"),
+                format!(
+                    "must be from 65535 bytes to 2GiB less one (HTTP/2's window), got {text:?}"
+                ),
             );
             millpond_proto::FLOW_WINDOW_BYTES
         }
