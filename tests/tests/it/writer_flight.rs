@@ -926,7 +926,7 @@ async fn files_create_their_table_in_the_write_commit() {
         .open("s1", &long_rows(0, 10), deadline)
         .await
         .unwrap();
-    // A new column mid-flush starts a second file; one call registers both.
+    // A new column mid-flush starts a second file; the two are joined.
     stream
         .push(&long_rows_with_extra(10, 10), deadline)
         .await
@@ -938,7 +938,7 @@ async fn files_create_their_table_in_the_write_commit() {
     assert_eq!((ack.rows_written, ack.outcome()), (20, AckOutcome::Written));
     writer.stop();
     assert_eq!(lake.count(), 20);
-    assert_eq!(lake.data_files().len(), 2);
+    assert_eq!(lake.data_files().len(), 1, "one file per flush");
     // The first file lacked `extra` and the second has no NULL in it: the
     // lake must still know that `extra` holds NULLs.
     assert_eq!(
@@ -1284,8 +1284,8 @@ async fn a_large_streamed_flush_lands_through_files() {
     let writers = lake.data_file_writers();
     assert_eq!(
         writers.len(),
-        2,
-        "one file, then a wider one for the new column"
+        1,
+        "one file, then a wider one for the new column, joined into one"
     );
     assert!(
         writers.iter().all(|w| w.starts_with("parquet-rs")),
@@ -1298,8 +1298,8 @@ async fn a_large_streamed_flush_lands_through_files() {
         .collect();
     assert_eq!(
         stray.len(),
-        2,
-        "no file beyond the registered ones: {stray:?}"
+        1,
+        "no file beyond the registered one (the joined files are gone): {stray:?}"
     );
 }
 
@@ -1593,7 +1593,7 @@ async fn a_streamed_flush_on_s3_lands_as_uploaded_files() {
             .await
             .unwrap();
     }
-    // A new column: a second, small file.
+    // A new column: a second, small file, joined to the first.
     stream
         .push(&long_rows_with_extra(12_000, 10), deadline)
         .await
@@ -1618,7 +1618,7 @@ async fn a_streamed_flush_on_s3_lands_as_uploaded_files() {
     assert_eq!(lake.count(), 12_010);
     let files = lake.data_files();
     let prefix = format!("{}main/events/", lake.data_path());
-    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files.len(), 1, "{files:?}");
     assert!(files.iter().all(|f| f.starts_with(&prefix)), "{files:?}");
     let writers = lake.data_file_writers();
     assert!(
@@ -1632,8 +1632,8 @@ async fn a_streamed_flush_on_s3_lands_as_uploaded_files() {
         .collect();
     assert_eq!(
         in_table.len(),
-        2,
-        "nothing but the registered files: {in_table:?}"
+        1,
+        "nothing but the registered file: {in_table:?}"
     );
     assert!(
         in_table.iter().any(|(_, &size)| size > 8 << 20),

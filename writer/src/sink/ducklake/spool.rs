@@ -5,7 +5,8 @@
 //! Batches come in already named and typed as the table's columns. A file
 //! holds every column seen so far in the flush (missing ones are NULL) plus
 //! `_inserted_at`; a batch that brings a new column, or a column whose type
-//! changed, closes the file and opens a wider one.
+//! changed, closes the file and opens a wider one. At the trailer the files
+//! are joined into one (`merge`), then made durable (`publish`).
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::BufWriter;
@@ -20,6 +21,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 mod carried;
 mod fill;
+mod merge;
 pub mod remote;
 
 pub use carried::{arrow_type, codec, file_fields, fits_a_file, uncarried, INSERTED_AT};
@@ -105,12 +107,13 @@ impl Spool {
         self
     }
 
-    /// What to register: the closed files where they are, or for a lake
-    /// on S3 their uploaded copies (each file uploaded once, also across
-    /// attempts). Uploads of files since written again (`fill`) are
+    /// What to register: the closed files where they are, made durable
+    /// first, or for a lake on S3 their uploaded copies (each file uploaded
+    /// once, also across attempts; the upload is what lasts). Uploads of files since written again (`fill`) are
     /// deleted unless `maybe_in_lake` (a COMMIT may have registered them).
     pub fn publish(&mut self, maybe_in_lake: bool) -> Result<Vec<String>, String> {
         let Some(remote) = self.remote.clone() else {
+            self.sync()?;
             return Ok(self
                 .files
                 .iter()
@@ -211,19 +214,8 @@ impl Spool {
     }
 
     fn create(&self, schema: SchemaRef) -> Result<Open, String> {
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| format!("creating {}: {e}", self.dir.display()))?;
-        let path = self
-            .dir
-            .join(format!("ducklake-{}.parquet", uuid::Uuid::new_v4()));
-        let file = File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-        let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-        fields.push(Field::new(
-            INSERTED_AT,
-            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-            false,
-        ));
-        let with_stamp = Arc::new(Schema::new(fields));
+        let (path, file) = self.new_file()?;
+        let with_stamp = stamped(&schema);
         let writer = ArrowWriter::try_new(
             BufWriter::with_capacity(1 << 20, file),
             with_stamp.clone(),
@@ -238,8 +230,19 @@ impl Spool {
         })
     }
 
-    /// Closes the open file and makes it durable (on disk, not only in the
-    /// page cache) before it may be registered.
+    /// A new, empty file of the flush in `dir`, by a name of its own.
+    fn new_file(&self) -> Result<(PathBuf, File), String> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| format!("creating {}: {e}", self.dir.display()))?;
+        let path = self
+            .dir
+            .join(format!("ducklake-{}.parquet", uuid::Uuid::new_v4()));
+        let file = File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+        Ok((path, file))
+    }
+
+    /// Closes the open file; `publish` makes it durable before it may be
+    /// registered.
     pub fn close(&mut self) -> Result<(), String> {
         let Some(open) = self.open.take() else {
             return Ok(());
@@ -251,20 +254,31 @@ impl Spool {
     }
 
     fn finish(&self, open: Open) -> Result<(), String> {
-        let sync = |w: BufWriter<File>| -> std::io::Result<()> {
-            w.into_inner().map_err(|e| e.into_error())?.sync_all()
-        };
+        let path = open.path;
         open.writer
             .into_inner()
             .map_err(|e| e.to_string())
-            .and_then(|w| sync(w).map_err(|e| e.to_string()))
-            // The folder too, so the file's name survives a power loss.
-            .and_then(|()| {
-                File::open(&self.dir)
-                    .and_then(|d| d.sync_all())
-                    .map_err(|e| e.to_string())
+            .and_then(|w| {
+                w.into_inner()
+                    .map(drop)
+                    .map_err(|e| e.into_error().to_string())
             })
-            .map_err(|e| format!("closing {}: {e}", open.path.display()))
+            .map_err(|e| format!("closing {}: {e}", path.display()))
+    }
+
+    /// Makes the closed files durable: on disk, not only in the page
+    /// cache, and their folder too, so their names survive a power loss.
+    /// Once per flush, for the files it registers (a file merged or
+    /// written again is never synced).
+    fn sync(&self) -> Result<(), String> {
+        for f in &self.files {
+            File::open(f)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| format!("syncing {}: {e}", f.display()))?;
+        }
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| format!("syncing {}: {e}", self.dir.display()))
     }
 
     /// Deletes every file written, and uploaded; only for files never
@@ -294,6 +308,17 @@ impl Spool {
             }
         }
     }
+}
+
+/// A file's columns: the payload's, then `_inserted_at`.
+fn stamped(schema: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(
+        INSERTED_AT,
+        DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        false,
+    ));
+    Arc::new(Schema::new(fields))
 }
 
 /// The open file's columns widened by the batch's: a new name (compared

@@ -48,6 +48,10 @@ pub fn commit_files(
     let (table_columns, unchanged) = lake_columns(lake, pause)?;
     let columns = pending_columns(lake, st)?;
     let spool = st.spool.as_mut().expect("spooled");
+    let joined = spool.merge_files(st.maybe_in_lake);
+    if joined > 0 {
+        tracing::debug!(flush_id = %flush.id, files = joined, "joined the flush's files into one");
+    }
     let filled = spool
         .fill_missing_columns(&table_columns, st.maybe_in_lake)
         .map_err(|e| resend_whole(&e))?;
