@@ -107,13 +107,12 @@ impl Spool {
         self
     }
 
-    /// What to register: the closed files where they are, made durable
-    /// first, or for a lake on S3 their uploaded copies (each file uploaded
-    /// once, also across attempts; the upload is what lasts). Uploads of files since written again (`fill`) are
+    /// What to register, once `sync` made them durable: the closed files
+    /// where they are, or for a lake on S3 their uploaded copies (each
+    /// file uploaded once, also across attempts). Uploads of files since written again (`fill`) are
     /// deleted unless `maybe_in_lake` (a COMMIT may have registered them).
     pub fn publish(&mut self, maybe_in_lake: bool) -> Result<Vec<String>, String> {
         let Some(remote) = self.remote.clone() else {
-            self.sync()?;
             return Ok(self
                 .files
                 .iter()
@@ -268,9 +267,15 @@ impl Spool {
 
     /// Makes the closed files durable: on disk, not only in the page
     /// cache, and their folder too, so their names survive a power loss.
-    /// Once per flush, for the files it registers (a file merged or
-    /// written again is never synced).
-    fn sync(&self) -> Result<(), String> {
+    /// Once per flush, for the files it registers (a file joined or
+    /// written again is never synced). Nothing for a lake on S3: the
+    /// upload is what lasts. A failure must drop the files, never be
+    /// retried on them: Linux reports a failed writeback to one fsync
+    /// only, and the next one may succeed without the bytes on disk.
+    pub fn sync(&self) -> Result<(), String> {
+        if self.remote.is_some() {
+            return Ok(());
+        }
         for f in &self.files {
             File::open(f)
                 .and_then(|f| f.sync_all())

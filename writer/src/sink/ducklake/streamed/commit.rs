@@ -65,6 +65,8 @@ pub fn commit_files(
         .collect();
     failpoint::pause(Failpoint::PauseBeforePublish);
     let spool = st.spool.as_mut().expect("spooled");
+    // A failed fsync sends the flush again whole (`Spool::sync`).
+    spool.sync().map_err(|e| resend_whole(&e))?;
     // For a lake on S3, the files are uploaded here.
     let files = spool
         .publish(st.maybe_in_lake)
