@@ -40,6 +40,17 @@ fn spool(dir: &Path, table: &[(&str, &str)]) -> Spool {
     Spool::new(dir.to_owned(), Compression::LZ4_RAW, Some(1), &table)
 }
 
+/// A flush whose second batch brings a column: two files, closed.
+fn two_files(dir: &Path) -> Spool {
+    let mut s = spool(dir, &[]);
+    s.write(&batch(vec![("a", ints(0..2))])).unwrap();
+    s.write(&batch(vec![("a", ints(2..3)), ("b", ints(0..1))]))
+        .unwrap();
+    s.close().unwrap();
+    assert_eq!(s.files.len(), 2);
+    s
+}
+
 #[test]
 fn a_flush_of_three_files_becomes_one_with_every_row_and_value() {
     let dir = tempfile::tempdir().unwrap();
@@ -116,11 +127,7 @@ fn files_that_disagree_on_a_type_stay_as_written() {
 #[test]
 fn files_a_commit_may_have_registered_stay_as_written() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = spool(dir.path(), &[]);
-    s.write(&batch(vec![("a", ints(0..2))])).unwrap();
-    s.write(&batch(vec![("a", ints(2..3)), ("b", ints(0..1))]))
-        .unwrap();
-    s.close().unwrap();
+    let mut s = two_files(dir.path());
     let before = s.files.clone();
     assert_eq!(s.merge_files(true), 0);
     assert_eq!(s.files, before);
@@ -130,11 +137,7 @@ fn files_a_commit_may_have_registered_stay_as_written() {
 #[test]
 fn a_file_that_cannot_be_read_leaves_the_flush_as_written() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = spool(dir.path(), &[]);
-    s.write(&batch(vec![("a", ints(0..2))])).unwrap();
-    s.write(&batch(vec![("a", ints(2..3)), ("b", ints(0..1))]))
-        .unwrap();
-    s.close().unwrap();
+    let mut s = two_files(dir.path());
     std::fs::write(&s.files[1], b"not parquet").unwrap();
     let before = s.files.clone();
     assert_eq!(s.merge_files(false), 0);
