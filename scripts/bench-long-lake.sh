@@ -33,7 +33,7 @@ maintain=${BENCH_MAINTAIN:-0}
 bench_writer_bin=${WRITER_BIN:-$CARGO_TARGET_DIR/release/millpond-writer}
 lake_bin=${LAKE_BIN:-$CARGO_TARGET_DIR/release/millpond-lake}
 [ -n "${WRITER_BIN:-}" ] || cargo build --release -p millpond-writer -p millpond-lake --bins >&2
-dir=$MILLPOND_STATE/bench-long-lake-$catalog
+dir=$MILLPOND_STATE/bench-long-lake-$catalog-maintain$maintain
 rm -rf "$dir" && mkdir -p "$dir/data"
 case $catalog in
 sqlite)
@@ -42,7 +42,7 @@ sqlite)
     ;;
 postgres)
     eval "$(bash scripts/services.sh env)"
-    db=millpond_bench_long_lake
+    db=millpond_bench_long_lake_maintain$maintain
     bench_pg_database "$db"
     settings="DUCKLAKE_RDS_HOST=$PGHOST DUCKLAKE_RDS_PORT=$PGPORT DUCKLAKE_RDS_DATABASE=$db"
     settings+=" DUCKLAKE_RDS_USERNAME=$PGUSER DUCKLAKE_RDS_PASSWORD=$PGPASSWORD DUCKLAKE_DATA_PATH=$dir/data/"

@@ -339,6 +339,15 @@ impl Lake {
             .collect()
     }
 
+    /// The snapshots whose commit message names flush `id`: for each,
+    /// whether it has an author and whether it inserted rows.
+    pub fn flush_snapshot(&self, id: &str) -> Vec<String> {
+        self.query(&format!(
+            "SELECT author IS NOT NULL, map_contains(changes, 'tables_inserted_into') \
+             FROM ducklake_snapshots('lake') WHERE commit_message = 'millpond flush {id}'"
+        ))
+    }
+
     /// Each row of a query as its columns' text joined by `|` (NULL as
     /// `NULL`), for compact assertions.
     pub fn query(&self, sql: &str) -> Vec<String> {

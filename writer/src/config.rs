@@ -82,27 +82,12 @@ fn ducklake(r: &mut EnvReader<'_>) -> Option<Destination> {
 
 /// MILLPOND_WRITER_FLOW_WINDOW_BYTES: HTTP/2 allows 65535 bytes to 2^31-1.
 fn flow_window(r: &mut EnvReader<'_>) -> u32 {
-    const VAR: &str = "MILLPOND_WRITER_FLOW_WINDOW_BYTES";
-    let text = r.string_or(VAR, "32MiB");
-    match parse_size::parse_size(&text) {
-        Ok(b) if (65_535..=i32::MAX as u64).contains(&b) => b as u32,
-        Ok(_) => {
-            r.errors.push(
-                VAR,
-                format!(
-                    "must be from 65535 bytes to 2GiB less one (HTTP/2's window), got {text:?}"
-                ),
-            );
-            millpond_proto::FLOW_WINDOW_BYTES
-        }
-        Err(e) => {
-            r.errors.push(
-                VAR,
-                format!("must be a size like 32MiB (got {text:?}: {e})"),
-            );
-            millpond_proto::FLOW_WINDOW_BYTES
-        }
-    }
+    r.size(
+        "MILLPOND_WRITER_FLOW_WINDOW_BYTES",
+        "32MiB",
+        65_535..=i32::MAX as u64,
+        "must be from 65535 bytes to 2GiB less one (HTTP/2's window)",
+    ) as u32
 }
 
 impl WriterConfig {
@@ -132,24 +117,12 @@ impl WriterConfig {
                 }
             },
         );
-        let max_flush = r.string_or("MILLPOND_WRITER_MAX_FLUSH_BYTES", "1GiB");
-        let max_flush_bytes = match parse_size::parse_size(&max_flush) {
-            Ok(b) if b >= 4 << 20 => b,
-            Ok(_) => {
-                r.errors.push(
-                    "MILLPOND_WRITER_MAX_FLUSH_BYTES",
-                    format!("must be at least 4MiB (got {max_flush:?})"),
-                );
-                DEFAULT_MAX_FLUSH_BYTES
-            }
-            Err(e) => {
-                r.errors.push(
-                    "MILLPOND_WRITER_MAX_FLUSH_BYTES",
-                    format!("must be a size like 1GiB (got {max_flush:?}: {e})"),
-                );
-                DEFAULT_MAX_FLUSH_BYTES
-            }
-        };
+        let max_flush_bytes = r.size(
+            "MILLPOND_WRITER_MAX_FLUSH_BYTES",
+            "1GiB",
+            4 << 20..=u64::MAX,
+            "must be at least 4MiB",
+        );
         let flow_window_bytes = flow_window(&mut r);
         let sink = if destination == "hoglake" {
             HoglakeConfig::parse(&mut r).map(|c| Destination::Hoglake(Box::new(c)))

@@ -110,6 +110,8 @@ pub struct FlushAck {
     pub sink: ::prost::alloc::string::String,
     #[prost(string, tag = "5")]
     pub table: ::prost::alloc::string::String,
+    /// The snapshot that holds the flush, -1 when the sink does not know it
+    /// (DuckLake: the snapshot whose commit_message is "millpond flush <id>").
     #[prost(int64, tag = "6")]
     pub snapshot_id: i64,
     #[prost(message, repeated, tag = "7")]

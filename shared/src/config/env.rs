@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 use std::str::FromStr;
 
 use super::errors::ConfigErrors;
@@ -120,6 +121,35 @@ impl<'a> EnvReader<'a> {
         })
     }
 
+    /// A size such as 32MiB, 8MB or 65535 (bytes), within `range`; `rule`
+    /// says the range in words. Unset gives `default`, itself a size.
+    pub fn size(
+        &mut self,
+        name: &str,
+        default: &str,
+        range: RangeInclusive<u64>,
+        rule: &str,
+    ) -> u64 {
+        let fallback = parse_size::parse_size(default).expect("a default size parses");
+        let Some(raw) = self.env.get(name) else {
+            return fallback;
+        };
+        match parse_size::parse_size(raw) {
+            Ok(b) if range.contains(&b) => b,
+            Ok(_) => {
+                self.errors.push(name, format!("{rule} (got {raw:?})"));
+                fallback
+            }
+            Err(e) => {
+                self.errors.push(
+                    name,
+                    format!("must be a size like {default} (got {raw:?}: {e})"),
+                );
+                fallback
+            }
+        }
+    }
+
     pub fn u16_port(&mut self, name: &str, default: u16) -> u16 {
         self.parse_or(name, default, |_| Ok(()))
     }
@@ -209,5 +239,28 @@ mod tests {
         let mut r = EnvReader::new(&env);
         assert_eq!(r.choice("D", "x", &["ducklake", "hoglake"]), "ducklake");
         assert!(r.finish().is_ok());
+    }
+
+    #[test]
+    fn sizes_take_units_and_a_range() {
+        let env = Env::from_pairs([("A", "4MiB"), ("B", "8MB"), ("C", "12"), ("D", "lots")]);
+        let mut r = EnvReader::new(&env);
+        assert_eq!(r.size("A", "1KiB", 0..=u64::MAX, ""), 4 << 20);
+        assert_eq!(r.size("B", "1KiB", 0..=u64::MAX, ""), 8_000_000);
+        assert_eq!(
+            r.size("C", "1KiB", 100..=200, "must be from 100 to 200"),
+            1024
+        );
+        assert_eq!(r.size("D", "1KiB", 0..=u64::MAX, ""), 1024);
+        assert_eq!(r.size("UNSET", "2KiB", 0..=1, ""), 2048);
+        let text = r.finish().unwrap_err().to_string();
+        assert!(
+            text.contains("C: must be from 100 to 200 (got \"12\")"),
+            "{text}"
+        );
+        assert!(
+            text.contains("D: must be a size like 1KiB (got \"lots\""),
+            "{text}"
+        );
     }
 }

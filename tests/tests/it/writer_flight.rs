@@ -40,6 +40,9 @@ async fn put_rows_and_read_back(backend: Backend) {
     assert_eq!(writer.metric("millpond_flush_size_records_count", &[]), 1.0);
     writer.stop();
     assert_eq!(lake.count(), 150);
+    // Not looked up after the commit: the snapshot's message names the flush.
+    assert_eq!(ack.snapshot_id, -1);
+    assert_eq!(lake.flush_snapshot("f1"), ["true|true"]);
     let names = lake.column_text("name");
     assert!(names.contains(&Some("row-149".into())));
     let cols: Vec<String> = lake.columns().into_iter().map(|c| c.0).collect();
@@ -938,6 +941,7 @@ async fn files_create_their_table_in_the_write_commit() {
     assert_eq!((ack.rows_written, ack.outcome()), (20, AckOutcome::Written));
     writer.stop();
     assert_eq!(lake.count(), 20);
+    assert_eq!(lake.flush_snapshot("s1"), ["true|true"]);
     assert_eq!(lake.data_files().len(), 1, "one file per flush");
     // The first file lacked `extra` and the second has no NULL in it: the
     // lake must still know that `extra` holds NULLs.

@@ -33,7 +33,8 @@ pub struct Receipt {
     pub outcome: AckOutcome,
     /// Fully qualified destination table.
     pub table: String,
-    /// Lake snapshot that holds the rows, when the sink has one.
+    /// Lake snapshot that holds the rows, when the sink knows it without
+    /// asking again (hoglake's commit answers it; DuckLake's does not).
     pub snapshot_id: Option<i64>,
     pub recorded: Vec<OffsetRange>,
     /// AlreadyRecorded under another flush's id: see

@@ -115,17 +115,8 @@ impl DuckLakeConfig {
             r.optional("POD_UID"),
         );
         let variant_columns = super::variant::parse(r);
-        let files_from = r.string_or("DUCKLAKE_FILES_FROM_BYTES", "8MB");
-        let files_from_bytes = match parse_size::parse_size(&files_from) {
-            Ok(b) => b as usize,
-            Err(e) => {
-                r.errors.push(
-                    "DUCKLAKE_FILES_FROM_BYTES",
-                    format!("must be a size like 8MB or 0 (got {files_from:?}: {e})"),
-                );
-                0
-            }
-        };
+        let files_from_bytes =
+            r.size("DUCKLAKE_FILES_FROM_BYTES", "8MB", 0..=u64::MAX, "") as usize;
         let max_columns = r.positive_u64(
             "MILLPOND_MAX_COLUMNS",
             millpond_shared::config::DEFAULT_MAX_COLUMNS as u64,

@@ -54,7 +54,7 @@ impl Inserts {
             .chain(&shaped.prepared.dead_letters)
             .chain(&shaped.collided)
             .collect();
-        let (rows, snapshot_id) = insert(lake, flush, &shaped, &letters)?;
+        let rows = insert(lake, flush, &shaped, &letters)?;
         let dual = &shaped.dual;
         lake.metrics.variant_values_coerced.inc_by(dual.coerced);
         lake.metrics
@@ -81,7 +81,8 @@ impl Inserts {
             },
             outcome: AckOutcome::Written,
             table,
-            snapshot_id,
+            // Not looked up (transaction.rs): the commit message names the flush.
+            snapshot_id: None,
             recorded: flush.ranges.clone(),
             recorded_by_another_flush: false,
         }))
@@ -206,7 +207,7 @@ fn insert(
     flush: &Flush,
     shaped: &Shaped,
     letters: &[&DeadLetter],
-) -> Result<(u64, Option<i64>), SinkError> {
+) -> Result<u64, SinkError> {
     let (prepared, dual) = (&shaped.prepared, &shaped.dual);
     let mut views = Views::default();
     // A record whose keys were all dropped, or `{}`, is still a row.
@@ -266,7 +267,8 @@ fn insert(
         .run(lake);
     }
     views.close(lake);
-    Ok((rows, committed?))
+    committed?;
+    Ok(rows)
 }
 
 /// The INSERT of `rows` rows read from the scan view through `select`.

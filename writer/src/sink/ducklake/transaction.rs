@@ -1,11 +1,19 @@
 //! The one lake transaction of a flush: the offsets re-checked, the DDL
 //! its rows need, the statements that add its rows, its dead letters, its
-//! offset ranges recorded, the fence written, and COMMIT. It returns what
-//! it did: the snapshot that holds the flush, or where it failed.
+//! offset ranges recorded, the fence written, the snapshot's commit
+//! message, and COMMIT. It returns where it failed, if it did.
+//!
+//! The snapshot is not looked up after COMMIT: that read is a catalog
+//! transaction of its own, which on a SQLite catalog scans every kept
+//! snapshot (measured: 2.7 ms a flush on a new lake, 10 ms at 20,000
+//! snapshots). The commit message names the flush instead:
+//! `SELECT snapshot_id FROM lake.snapshots() WHERE commit_message =
+//! 'millpond flush <id>'`.
 use millpond_shared::failpoint::{self, Failpoint};
 
 use super::classify::lake_error;
 use super::lake::Lake;
+use super::sql::literal;
 use crate::sink::{Flush, SinkError, SinkErrorKind, SinkId};
 
 pub struct Transaction<'a> {
@@ -59,9 +67,8 @@ impl From<Failed> for SinkError {
 }
 
 impl Transaction<'_> {
-    /// Runs the transaction on the lake's session: the snapshot that holds
-    /// the flush, when the lake has one.
-    pub fn run(self, lake: &mut Lake) -> Result<Option<i64>, Failed> {
+    /// Runs the transaction on the lake's session.
+    pub fn run(self, lake: &mut Lake) -> Result<(), Failed> {
         let flush = self.flush;
         let mut head = vec!["BEGIN TRANSACTION".to_owned()];
         head.extend(lake.offsets.recheck_sql(&flush.ranges));
@@ -76,6 +83,7 @@ impl Transaction<'_> {
         if lake.cfg.partition_fence {
             tail.push(lake.fence.write_sql(&lake.cfg));
         }
+        tail.push(commit_message_sql(&lake.cfg.lease_owner.id, &flush.id));
         let session = lake.session();
         let mut at = Step::Open;
         let mut result = session.execute_raw(&head.join(";\n"));
@@ -86,7 +94,7 @@ impl Transaction<'_> {
                 result = session.execute_raw(statement);
             }
         }
-        if result.is_ok() && !tail.is_empty() {
+        if result.is_ok() {
             at = Step::Record;
             result = session.execute_raw(&tail.join(";\n"));
         }
@@ -116,12 +124,16 @@ impl Transaction<'_> {
             return Err(Failed { error, at });
         }
         lake.caches.known.committed(&flush.ranges);
-        let snapshot = lake
-            .conn()
-            .query_row("SELECT id FROM lake.current_snapshot()", [], |r| {
-                r.get::<_, i64>(0)
-            })
-            .ok();
-        Ok(snapshot)
+        Ok(())
     }
+}
+
+/// The snapshot's author (this writer start) and a message naming the
+/// flush, so the snapshot that holds a flush can be found.
+pub fn commit_message_sql(author: &str, flush_id: &str) -> String {
+    format!(
+        "CALL lake.set_commit_message({}, {})",
+        literal(author),
+        literal(&format!("millpond flush {flush_id}"))
+    )
 }

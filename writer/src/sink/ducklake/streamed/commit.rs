@@ -104,7 +104,7 @@ pub fn commit_files(
         .as_ref()
         .map_or_else(Failed::commit_sent, |_| true);
     views.close(lake);
-    let snapshot_id = committed.map_err(|failed| {
+    committed.map_err(|failed| {
         // The lake refused a file (a type another writer changed since,
         // a table partitioned meanwhile): the insert path can write it.
         if failed.rows_refused() && failed.error.message.contains(FILE_REFUSED) {
@@ -145,7 +145,8 @@ pub fn commit_files(
         },
         outcome: AckOutcome::Written,
         table: lake.cfg.qualified_table(),
-        snapshot_id,
+        // Not looked up (transaction.rs): the commit message names the flush.
+        snapshot_id: None,
         recorded: flush.ranges.clone(),
         recorded_by_another_flush: false,
     }))
