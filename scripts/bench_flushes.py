@@ -15,6 +15,11 @@ usage:
       counts the flush alone, the pauses left out); a JSON line per window of WINDOW
       flushes with what the catalog holds then, and a summary. CATALOG:
       sqlite:PATH, or postgres:DBNAME (psql's PG* variables reach it).
+      With MAINTAIN_CMD and MAINTAIN_EVERY set in the environment, the
+      sending stops after every MAINTAIN_EVERY flushes (at the end of that
+      window; make it a multiple of WINDOW) while `bash -c MAINTAIN_CMD`
+      runs, a gap between commits as production intervals leave one; a
+      JSON line gives its seconds, and no window's figures include it.
   bench_flushes.py many ADDRS PIDS RATE SECONDS ROWS METRICS
       writers (comma-separated addresses and pids) each sent RATE flushes
       per second for SECONDS; one JSON summary. METRICS: comma-separated
@@ -106,6 +111,19 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
 
 
+def maintain_between(f, flushes):
+    """Runs MAINTAIN_CMD once MAINTAIN_EVERY more flushes were sent (not
+    after the last): a JSON line with its seconds."""
+    cmd, every = os.environ.get("MAINTAIN_CMD"), int(os.environ.get("MAINTAIN_EVERY") or 0)
+    if not cmd or not every or f % every or f >= flushes:
+        return
+    t = time.monotonic()
+    r = subprocess.run(["bash", "-c", cmd])
+    if r.returncode:
+        print(f"maintain after flush {f} exited {r.returncode}", file=sys.stderr, flush=True)
+    print(json.dumps({"maintain_after": f, "seconds": round(time.monotonic() - t, 1)}), flush=True)
+
+
 def long_run(addr, pid, flushes, rows, window, probe, pause=0.0):
     pusher = Pusher(0, addr, rows)
     windows = []
@@ -130,6 +148,8 @@ def long_run(addr, pid, flushes, rows, window, probe, pause=0.0):
         w.update(catalog_size(probe))
         windows.append(w)
         print(json.dumps(w), flush=True)
+        # Between windows: a window's figures never include maintenance.
+        maintain_between(f, flushes)
     first, last = windows[0], windows[-1]
     print(json.dumps({
         "summary": "long",

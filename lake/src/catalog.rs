@@ -16,6 +16,9 @@ use millpond_writer::lake_api::{self, ident, literal, Catalog, LakeConfig, Sessi
 /// DuckDB's word for a transaction that failed part-way (see `retrying`).
 const ABORTED: &str = "Current transaction is aborted";
 
+/// DuckLake's own commit retries in a maintenance session, at most.
+const COMMIT_RETRIES: u64 = 10;
+
 const CONTENDED: Ladder = Ladder {
     attempts: 10,
     base: Duration::from_millis(200),
@@ -75,6 +78,16 @@ impl Lake {
         };
         // Times print and compare in UTC whatever the machine's zone.
         lake.exec("SET TimeZone = 'UTC'")?;
+        // DuckLake sleeps wait * 1.5^i before its i-th commit retry, with no
+        // cap: at the writer's 100 retries a compaction that keeps losing
+        // to writers' commits sleeps for hours (seen: a maintain run asleep
+        // for 15 minutes beside a writer committing 14 times a second). At
+        // most 10 (9-11 s of sleeps at DuckLake's 100 ms), then [`CONTENDED`] runs the
+        // statement again and in the end says why it gave up.
+        lake.exec(&format!(
+            "SET GLOBAL ducklake_max_retry_count = {}",
+            cfg.max_retry_count.min(COMMIT_RETRIES)
+        ))?;
         Ok(lake)
     }
 

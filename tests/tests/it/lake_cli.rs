@@ -481,6 +481,17 @@ async fn shell_runs_sql_on_the_lake(backend: Backend) {
     let bad = lake_cli(&lake, &["shell", "--sql", "SELECT nope FROM events"]);
     assert_eq!(bad.code, Some(1), "{bad:#?}");
     assert!(bad.stderr.contains("nope"), "{bad:#?}");
+    // DuckLake's commit retries sleep 1.5x longer each time, uncapped: a
+    // maintenance session stops at 10 (the writer's default is 100).
+    let retries = lake_cli(
+        &lake,
+        &[
+            "shell",
+            "--sql",
+            "SELECT current_setting('ducklake_max_retry_count') AS retries",
+        ],
+    );
+    assert!(retries.ok().contains("| 10      |"), "{retries:#?}");
 }
 
 macro_rules! both_backends {

@@ -200,7 +200,7 @@ fn strip_collisions(lake: &Lake, flush: &Flush, shaped: &mut Shaped) -> Result<(
 }
 
 /// Stages the shaped rows and the dead letters as views and runs the
-/// flush's transaction: the rows written and the snapshot. When VARIANT
+/// flush's transaction: the rows written. When VARIANT
 /// shredding overflows, the flush is written again without companions.
 fn insert(
     lake: &mut Lake,
