@@ -82,8 +82,9 @@ impl Lake {
         // cap: at the writer's 100 retries a compaction that keeps losing
         // to writers' commits sleeps for hours (seen: a maintain run asleep
         // for 15 minutes beside a writer committing 14 times a second). At
-        // most 10 (9-11 s of sleeps at DuckLake's 100 ms), then [`CONTENDED`] runs the
-        // statement again and in the end says why it gave up.
+        // most 10 (9-11 s of sleeps at DuckLake's 100 ms), then
+        // [`CONTENDED`] runs the statement again and in the end says why it
+        // gave up.
         lake.exec(&format!(
             "SET GLOBAL ducklake_max_retry_count = {}",
             cfg.max_retry_count.min(COMMIT_RETRIES)
