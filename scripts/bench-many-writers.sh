@@ -7,7 +7,9 @@
 # commits per second (against those offered), p50/p99/max commit latency
 # (send to ack), how late sends fell behind the schedule (commits queueing),
 # the writers' errors by type and retries per commit, and CPU split between
-# the writers and Postgres, per commit. Exits non-zero when a writer failed
+# the writers and Postgres, per commit; then the catalog connections held and
+# the catalog's transactions committed and rolled back (DuckLake rolls back
+# every commit attempt that met another commit). Exits non-zero when a writer failed
 # (exhausted retries end a writer).
 #
 #   scripts/bench-many-writers.sh                          # 8, 16 and 32 writers, 10 minutes each
@@ -55,6 +57,8 @@ for n in ${BENCH_WRITERS:-8 16 32}; do
         "${BENCH_RATE:-1}" "${BENCH_SECONDS:-600}" "${BENCH_ROWS:-100}" "${urls[*]}"
     unset IFS
     echo "# $n writers hold $(psql -X -At -d "$MILLPOND_TEST_PG_DB" -c "SELECT count(*) FROM pg_stat_activity WHERE datname = '$db'") catalog connections"
+    # DuckLake rolls back each commit attempt that met another commit and retries it.
+    echo "# $n writers: catalog transactions $(psql -X -At -d "$MILLPOND_TEST_PG_DB" -c "SELECT xact_commit || ' committed, ' || xact_rollback || ' rolled back' FROM pg_stat_database WHERE datname = '$db'")"
     for p in "${wpids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait "${wpids[@]}" 2>/dev/null || true
     pids=()

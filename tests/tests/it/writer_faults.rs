@@ -580,7 +580,16 @@ async fn a_commit_stalled_past_its_lease_never_lands_beside_the_new_owner() {
             ("MILLPOND_FAILPOINT", "stall_in_commit:9000"),
         ],
     );
-    let new = Writer::start_with(&lake, &[lease, ("POD_NAME", "millpond-new")]);
+    // The stalled commit holds the catalog's commit lock too: the new owner
+    // gives it up after half a second rather than the default 10 s.
+    let new = Writer::start_with(
+        &lake,
+        &[
+            lease,
+            ("POD_NAME", "millpond-new"),
+            ("DUCKLAKE_COMMIT_LOCK_WAIT_MS", "500"),
+        ],
+    );
     let same = descriptor("same-range", vec![r(0, 0, 999)], 1000);
     let (a, d) = (old.addr.clone(), same.clone());
     let stalled = tokio::spawn(async move {

@@ -46,6 +46,10 @@ pub struct DuckLakeConfig {
     /// flush held before the rest goes to Parquet files as it arrives
     /// (`streamed`); a smaller flush is inserted by DuckDB.
     pub files_from_bytes: usize,
+    /// DUCKLAKE_COMMIT_LOCK_WAIT_MS (default 10000, 0 for none): how long a
+    /// write transaction on a Postgres catalog waits for its turn to
+    /// commit before going on without it (commit_lock.rs).
+    pub commit_lock_wait: Option<std::time::Duration>,
 }
 
 impl DuckLakeConfig {
@@ -117,6 +121,9 @@ impl DuckLakeConfig {
         let variant_columns = super::variant::parse(r);
         let files_from_bytes =
             r.size("DUCKLAKE_FILES_FROM_BYTES", "8MB", 0..=u64::MAX, "") as usize;
+        let commit_lock_wait = r.parse_or("DUCKLAKE_COMMIT_LOCK_WAIT_MS", 10_000u64, |_| Ok(()));
+        let commit_lock_wait =
+            (commit_lock_wait > 0).then(|| std::time::Duration::from_millis(commit_lock_wait));
         let max_columns = r.positive_u64(
             "MILLPOND_MAX_COLUMNS",
             millpond_shared::config::DEFAULT_MAX_COLUMNS as u64,
@@ -142,6 +149,7 @@ impl DuckLakeConfig {
             max_columns,
             variant_columns,
             files_from_bytes,
+            commit_lock_wait,
         })
     }
 
@@ -228,6 +236,25 @@ mod tests {
         assert_eq!(cfg.lake.max_retry_count, 100);
         assert_eq!(cfg.qualified_table(), "lake.main.events");
         assert!(cfg.lake.s3.is_none());
+    }
+
+    #[test]
+    fn the_commit_lock_waits_ten_seconds_unless_told() {
+        let wait = |v: Option<&str>| {
+            let mut env = vec![("DUCKLAKE_TABLE", "events")];
+            env.extend(v.map(|v| ("DUCKLAKE_COMMIT_LOCK_WAIT_MS", v)));
+            parse(&env).map(|c| c.commit_lock_wait)
+        };
+        assert_eq!(wait(None), Ok(Some(std::time::Duration::from_secs(10))));
+        assert_eq!(
+            wait(Some("250")),
+            Ok(Some(std::time::Duration::from_millis(250)))
+        );
+        assert_eq!(wait(Some("0")), Ok(None));
+        assert_eq!(
+            wait(Some("-1")),
+            Err(vec!["DUCKLAKE_COMMIT_LOCK_WAIT_MS".to_owned()])
+        );
     }
 
     #[test]

@@ -269,6 +269,32 @@ fn attach(cfg: &LakeConfig, conn: &Connection) -> Result<(), SinkError> {
         })
 }
 
+/// Attaches a Postgres catalog's database again, read-only, as `name`,
+/// with the libpq `options` given (commit_lock.rs).
+pub fn attach_again(
+    cfg: &LakeConfig,
+    conn: &Connection,
+    name: &str,
+    options: &str,
+) -> Result<(), SinkError> {
+    let conninfo = format!(
+        "{} options={}",
+        postgres_conninfo(&cfg.catalog),
+        libpq_value(options)
+    );
+    conn.execute_batch(&format!(
+        "ATTACH IF NOT EXISTS {} AS {name} (TYPE postgres, READ_ONLY)",
+        literal(&conninfo)
+    ))
+    .map_err(|e| {
+        let msg = scrub(cfg, &e.to_string());
+        SinkError::transient(format!(
+            "attach the catalog database as {name}: {msg}{}",
+            tls_hint(&cfg.catalog, &msg)
+        ))
+    })
+}
+
 /// Attaching an empty catalog that another writer is creating: 5 attempts,
 /// 0.2 s doubling.
 const ATTACH_RACE: Ladder = Ladder {

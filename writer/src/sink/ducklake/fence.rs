@@ -52,6 +52,7 @@ use millpond_proto::OffsetRange;
 use millpond_shared::retry::Ladder;
 
 use super::classify::lake_error;
+use super::commit_lock::CommitLock;
 use super::config::DuckLakeConfig;
 use super::connect::scrub;
 use super::lease_owner::LeaseOwner;
@@ -129,6 +130,7 @@ impl Fence {
         &mut self,
         conn: &Connection,
         cfg: &DuckLakeConfig,
+        lock: Option<&CommitLock>,
         ranges: &[OffsetRange],
     ) -> Result<bool, SinkError> {
         let now = Instant::now();
@@ -156,7 +158,7 @@ impl Fence {
                 let started = Instant::now();
                 self.ensure_rows(conn, cfg, ranges)
                     .and_then(|()| self.ensure_fence(conn, cfg))
-                    .and_then(|()| claim(conn, cfg, &self.owner, self.lease, ranges))
+                    .and_then(|()| claim(conn, cfg, lock, &self.owner, self.lease, ranges))
                     .map(|()| started)
             },
             SinkError::is_contention,

@@ -8,7 +8,8 @@ use millpond_shared::metrics::WriterMetrics;
 
 use super::caches::Caches;
 use super::classify::lake_error;
-use super::config::DuckLakeConfig;
+use super::commit_lock::{self, CommitLock};
+use super::config::{Catalog, DuckLakeConfig};
 use super::dead_letters::DeadLetterTable;
 use super::fence::{self, Fence};
 use super::names::{LAST_RECORDS_TABLE, OFFSETS_TABLE};
@@ -28,6 +29,8 @@ pub struct Lake {
     pub dead_letters: Option<DeadLetterTable>,
     pub caches: Caches,
     pub fence: Fence,
+    /// Postgres catalogs: write transactions take turns (commit_lock.rs).
+    commit_lock: Option<CommitLock>,
     /// Flushes written: every PRUNE_EVERY, old offset rows are pruned.
     flushes: u64,
 }
@@ -44,6 +47,10 @@ impl Lake {
             name: cfg.sql_name(t),
         });
         let fence = Fence::new(cfg.lease_owner.clone(), cfg.partition_lease);
+        let commit_lock = match (&cfg.lake.catalog, cfg.commit_lock_wait) {
+            (Catalog::Postgres { .. }, Some(wait)) => Some(CommitLock::new(wait)),
+            _ => None,
+        };
         Lake {
             cfg,
             metrics,
@@ -52,6 +59,7 @@ impl Lake {
             dead_letters,
             caches: Caches::default(),
             fence,
+            commit_lock,
             flushes: 0,
         }
     }
@@ -59,9 +67,29 @@ impl Lake {
     /// Opens the session when it is not (at startup, after an outage).
     pub fn connect(&mut self) -> Result<(), SinkError> {
         if self.session.is_none() {
-            self.session = Some(connect::open(&self.cfg.lake)?);
+            let session = connect::open(&self.cfg.lake)?;
+            if let Some(lock) = &self.commit_lock {
+                connect::attach_again(
+                    &self.cfg.lake,
+                    &session.conn,
+                    commit_lock::ATTACHMENT,
+                    &lock.options(),
+                )?;
+            }
+            self.session = Some(session);
         }
         Ok(())
+    }
+
+    /// BEGIN of a write transaction, in turn with the catalog's other
+    /// writers when the lock is on (commit_lock.rs).
+    pub fn begin(&self) -> Result<(), String> {
+        let session = self.session.as_ref().expect("session open");
+        let run = |sql: &str| session.execute_raw(sql);
+        match &self.commit_lock {
+            Some(lock) => lock.begin(run),
+            None => run("BEGIN TRANSACTION"),
+        }
     }
 
     /// The session open and the writer's own tables there.
@@ -178,7 +206,8 @@ impl Lake {
     /// Holds the leases of `ranges`' partitions (`Fence::hold`).
     pub fn hold_fence(&mut self, ranges: &[OffsetRange]) -> Result<bool, SinkError> {
         let conn = &self.session.as_ref().expect("session open").conn;
-        self.fence.hold(conn, &self.cfg, ranges)
+        self.fence
+            .hold(conn, &self.cfg, self.commit_lock.as_ref(), ranges)
     }
 
     /// After a written flush: now and then, prunes superseded offset rows.

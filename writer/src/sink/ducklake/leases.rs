@@ -8,6 +8,7 @@ use duckdb::Connection;
 use millpond_proto::OffsetRange;
 use millpond_shared::failpoint::{self, Failpoint};
 
+use super::commit_lock::{self, CommitLock};
 use super::config::DuckLakeConfig;
 use super::connect::scrub;
 use super::lease_owner::LeaseOwner;
@@ -66,6 +67,7 @@ pub fn own_fence(cfg: &DuckLakeConfig, owner: &LeaseOwner) -> String {
 pub fn claim(
     conn: &Connection,
     cfg: &DuckLakeConfig,
+    lock: Option<&CommitLock>,
     owner: &LeaseOwner,
     lease: Duration,
     ranges: &[OffsetRange],
@@ -75,7 +77,7 @@ pub fn claim(
     topics.sort_unstable();
     topics.dedup();
     let owner_id = literal(&owner.id);
-    let mut sql = vec!["BEGIN TRANSACTION".to_owned()];
+    let mut sql = Vec::new();
     for topic in &topics {
         let parts = partitions(ranges, topic);
         sql.push(format!(
@@ -89,32 +91,14 @@ pub fn claim(
     }
     // This writer's own fence rows are no longer needed.
     sql.push(format!("DELETE FROM {}", own_fence(cfg, owner)));
-    let run = conn
-        .execute_batch("BEGIN TRANSACTION")
-        .and_then(|()| {
-            // The owners whose partitions this claim takes: their fence
-            // tables go, so none of their writes can commit after it.
-            let mut taken = Vec::new();
-            for topic in &topics {
-                let mut stmt = conn.prepare(&format!(
-                    "SELECT DISTINCT owner FROM {table} WHERE topic = ? AND kafka_partition IN ({}) \
-                     AND owner <> ? AND owner <> '' AND (expires_at < now() OR {})",
-                    partitions(ranges, topic),
-                    same_pod_sql(owner)
-                ))?;
-                let rows = stmt.query_map(duckdb::params![topic, owner.id], |row| {
-                    row.get::<_, String>(0)
-                })?;
-                for owner in rows {
-                    taken.push(owner?);
-                }
-            }
-            let drops = taken.iter().filter_map(|o| fence_token(o)).map(|t| {
-                format!("DROP TABLE IF EXISTS {}", cfg.sql_name(&fence_name(&cfg.table, t)))
-            });
-            let claim: Vec<String> = sql[1..].iter().cloned().chain(drops).collect();
-            conn.execute_batch(&claim.join(";\n"))
-        })
+    // In turn with the catalog's other writers, as a flush (commit_lock.rs).
+    commit_lock::begin_on(lock, conn).map_err(|e| {
+        SinkError::new(
+            SinkErrorKind::Contention(crate::sink::SinkId::DuckLake),
+            format!("claiming partition leases: {}", scrub(&cfg.lake, &e)),
+        )
+    })?;
+    let run = take(conn, cfg, &table, &topics, owner, ranges, sql)
         .and_then(|()| {
         // Anyone else's running lease on these partitions? And did this
         // claim take a row of every one?
@@ -184,6 +168,42 @@ pub fn claim(
     }
     failpoint::pause(Failpoint::PauseInClaim);
     conn.execute_batch("COMMIT").map_err(|e| conflict(&e))
+}
+
+/// The claim's updates, and the fence tables of the owners whose partitions
+/// it takes dropped, so that none of their writes can commit after it.
+fn take(
+    conn: &Connection,
+    cfg: &DuckLakeConfig,
+    table: &str,
+    topics: &[&str],
+    owner: &LeaseOwner,
+    ranges: &[OffsetRange],
+    updates: Vec<String>,
+) -> duckdb::Result<()> {
+    let mut taken = Vec::new();
+    for topic in topics {
+        let mut stmt = conn.prepare(&format!(
+            "SELECT DISTINCT owner FROM {table} WHERE topic = ? AND kafka_partition IN ({}) \
+             AND owner <> ? AND owner <> '' AND (expires_at < now() OR {})",
+            partitions(ranges, topic),
+            same_pod_sql(owner)
+        ))?;
+        let rows = stmt.query_map(duckdb::params![topic, owner.id], |row| {
+            row.get::<_, String>(0)
+        })?;
+        for owner in rows {
+            taken.push(owner?);
+        }
+    }
+    let drops = taken.iter().filter_map(|o| fence_token(o)).map(|t| {
+        format!(
+            "DROP TABLE IF EXISTS {}",
+            cfg.sql_name(&fence_name(&cfg.table, t))
+        )
+    });
+    let claim: Vec<String> = updates.into_iter().chain(drops).collect();
+    conn.execute_batch(&claim.join(";\n"))
 }
 
 /// Whether a lease row's owner is an earlier run in this pod (its UID

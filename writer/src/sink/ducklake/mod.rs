@@ -8,6 +8,7 @@
 //! which makes resends after a writer crash exactly-once.
 mod caches;
 pub(crate) mod classify;
+mod commit_lock;
 pub mod config;
 pub mod connect;
 mod counts;

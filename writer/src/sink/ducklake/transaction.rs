@@ -1,4 +1,5 @@
-//! The one lake transaction of a flush: the offsets re-checked, the DDL
+//! The one lake transaction of a flush: begun in turn with the catalog's
+//! other writers (commit_lock.rs), the offsets re-checked, the DDL
 //! its rows need, the statements that add its rows, its dead letters, its
 //! offset ranges recorded, the fence written, the snapshot's commit
 //! message, and COMMIT. It returns where it failed, if it did.
@@ -70,8 +71,11 @@ impl Transaction<'_> {
     /// Runs the transaction on the lake's session.
     pub fn run(self, lake: &mut Lake) -> Result<(), Failed> {
         let flush = self.flush;
-        let mut head = vec!["BEGIN TRANSACTION".to_owned()];
-        head.extend(lake.offsets.recheck_sql(&flush.ranges));
+        let mut head: Vec<String> = lake
+            .offsets
+            .recheck_sql(&flush.ranges)
+            .into_iter()
+            .collect();
         head.extend(self.ddl.iter().cloned());
         let mut tail = Vec::new();
         if let (true, Some(dl)) = (self.dead_letters, &lake.dead_letters) {
@@ -84,9 +88,12 @@ impl Transaction<'_> {
             tail.push(lake.fence.write_sql(&lake.cfg));
         }
         tail.push(commit_message_sql(&lake.cfg.lease_owner.id, &flush.id));
-        let session = lake.session();
         let mut at = Step::Open;
-        let mut result = session.execute_raw(&head.join(";\n"));
+        let mut result = lake.begin();
+        let session = lake.session();
+        if result.is_ok() && !head.is_empty() {
+            result = session.execute_raw(&head.join(";\n"));
+        }
         // One statement at a time: a failure here is the rows' own.
         for statement in &self.rows {
             if result.is_ok() {
