@@ -28,13 +28,14 @@ eval "$(bash scripts/services.sh env)"
 bench_writer_bin=${WRITER_BIN:-$CARGO_TARGET_DIR/release/millpond-writer}
 [ -n "${WRITER_BIN:-}" ] || cargo build --release -p millpond-writer --bins >&2
 db=millpond_bench_many_writers
-# A writer holds one catalog connection (two for a moment); the run needs room for the
-# largest count, or writers are refused connections and exit.
+# A writer holds two catalog connections (the lake's, the commit lock's; three for a
+# moment at startup); the run needs room for the largest count, or writers are refused
+# connections and exit.
 most=0
 for n in ${BENCH_WRITERS:-8 16 32}; do [ "$n" -gt "$most" ] && most=$n; done
 slots=$(psql -X -At "$MILLPOND_TEST_PG_DSN" -c "SHOW max_connections")
-if [ "$slots" -lt $((most * 2 + 10)) ]; then
-    echo "bench-many-writers: Postgres max_connections is $slots; $most writers need at least $((most * 2 + 10))." >&2
+if [ "$slots" -lt $((most * 3 + 10)) ]; then
+    echo "bench-many-writers: Postgres max_connections is $slots; $most writers need at least $((most * 3 + 10))." >&2
     echo "  as postgres: psql -c 'ALTER SYSTEM SET max_connections = $((most * 4 + 20))', then restart the cluster (pg_ctlcluster <version> <name> restart)" >&2
     exit 2
 fi

@@ -1,6 +1,8 @@
-//! bootstrap-indexes: btrees on the Postgres catalog that DuckLake does not
-//! create itself (it makes only primary keys). Without them the catalog
-//! scans whole tables for the queries maintenance and large lakes run most.
+//! bootstrap-indexes: the btrees on the Postgres catalog that DuckLake does
+//! not create itself (it makes only primary keys). The writer's
+//! `catalog_indexes.rs` lists them and builds one itself. Without them the
+//! catalog scans whole tables for the queries maintenance and large lakes
+//! run most.
 //! Each is built with CREATE INDEX CONCURRENTLY IF NOT EXISTS, outside a
 //! transaction, so writers keep committing while it builds.
 use anyhow::bail;
@@ -8,64 +10,7 @@ use anyhow::bail;
 use super::catalog::{as_string, Lake, META};
 use millpond_writer::lake_api::literal;
 use millpond_writer::lake_api::Catalog;
-
-/// (index, table, columns). Names start with `millpond_` so they are ours to
-/// find again.
-pub const INDEXES: [(&str, &str, &str); 10] = [
-    // Compaction and file listings: the live files of one table.
-    (
-        "millpond_data_file_table_live",
-        "ducklake_data_file",
-        "table_id, end_snapshot",
-    ),
-    (
-        "millpond_delete_file_table_live",
-        "ducklake_delete_file",
-        "table_id, end_snapshot",
-    ),
-    // Snapshot-range reads: changes between snapshots, expiry.
-    (
-        "millpond_data_file_table_begin",
-        "ducklake_data_file",
-        "table_id, begin_snapshot",
-    ),
-    (
-        "millpond_data_file_end",
-        "ducklake_data_file",
-        "end_snapshot",
-    ),
-    (
-        "millpond_snapshot_time",
-        "ducklake_snapshot",
-        "snapshot_time",
-    ),
-    (
-        "millpond_scheduled_start",
-        "ducklake_files_scheduled_for_deletion",
-        "schedule_start",
-    ),
-    // Per-file joins: a file's deletes, statistics and partition values.
-    (
-        "millpond_delete_file_data_file",
-        "ducklake_delete_file",
-        "data_file_id",
-    ),
-    (
-        "millpond_column_stats_file",
-        "ducklake_file_column_stats",
-        "data_file_id",
-    ),
-    (
-        "millpond_partition_value_file",
-        "ducklake_file_partition_value",
-        "data_file_id",
-    ),
-    (
-        "millpond_column_table",
-        "ducklake_column",
-        "table_id, begin_snapshot",
-    ),
-];
+pub use millpond_writer::lake_api::INDEXES;
 
 pub fn create_sql(name: &str, table: &str, columns: &str) -> String {
     format!("CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} ({columns})")

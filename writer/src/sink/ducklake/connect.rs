@@ -269,21 +269,23 @@ fn attach(cfg: &LakeConfig, conn: &Connection) -> Result<(), SinkError> {
         })
 }
 
-/// Attaches a Postgres catalog's database again, read-only, as `name`,
-/// with the libpq `options` given (commit_lock.rs).
+/// Attaches a Postgres catalog's database again as `name`, read-only or
+/// not, with the libpq `options` given (none when empty).
 pub fn attach_again(
     cfg: &LakeConfig,
     conn: &Connection,
     name: &str,
     options: &str,
+    read_only: bool,
 ) -> Result<(), SinkError> {
-    let conninfo = format!(
-        "{} options={}",
-        postgres_conninfo(&cfg.catalog),
-        libpq_value(options)
-    );
+    let mut conninfo = postgres_conninfo(&cfg.catalog);
+    if !options.is_empty() {
+        conninfo.push_str(" options=");
+        conninfo.push_str(&libpq_value(options));
+    }
+    let mode = if read_only { ", READ_ONLY" } else { "" };
     conn.execute_batch(&format!(
-        "ATTACH IF NOT EXISTS {} AS {name} (TYPE postgres, READ_ONLY)",
+        "ATTACH IF NOT EXISTS {} AS {name} (TYPE postgres{mode})",
         literal(&conninfo)
     ))
     .map_err(|e| {

@@ -7,6 +7,7 @@ use millpond_proto::OffsetRange;
 use millpond_shared::metrics::WriterMetrics;
 
 use super::caches::Caches;
+use super::catalog_indexes;
 use super::classify::lake_error;
 use super::commit_lock::{self, CommitLock};
 use super::config::{Catalog, DuckLakeConfig};
@@ -68,12 +69,14 @@ impl Lake {
     pub fn connect(&mut self) -> Result<(), SinkError> {
         if self.session.is_none() {
             let session = connect::open(&self.cfg.lake)?;
+            catalog_indexes::ensure_per_commit(&self.cfg.lake, &session.conn);
             if let Some(lock) = &self.commit_lock {
                 connect::attach_again(
                     &self.cfg.lake,
                     &session.conn,
                     commit_lock::ATTACHMENT,
                     &lock.options(),
+                    true,
                 )?;
             }
             self.session = Some(session);

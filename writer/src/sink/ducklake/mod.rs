@@ -7,6 +7,7 @@
 //! whose ranges the lake already holds is acknowledged without writing,
 //! which makes resends after a writer crash exactly-once.
 mod caches;
+pub(crate) mod catalog_indexes;
 pub(crate) mod classify;
 mod commit_lock;
 pub mod config;

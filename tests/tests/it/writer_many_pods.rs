@@ -1,7 +1,8 @@
-//! The writers of one Postgres catalog commit in turn (the writer's
-//! commit_lock.rs): a writer held between its BEGIN and COMMIT keeps the
-//! others' commits waiting, and one stalled longer than
-//! DUCKLAKE_COMMIT_LOCK_WAIT_MS delays them by that wait only.
+//! Many writers on one Postgres catalog: they commit in turn (the writer's
+//! commit_lock.rs), a writer held between its BEGIN and COMMIT keeping the
+//! others' commits waiting and one stalled longer than
+//! DUCKLAKE_COMMIT_LOCK_WAIT_MS delaying them by that wait only; and the
+//! catalog has the index DuckLake's per-commit statistics reads need.
 use std::time::{Duration, Instant};
 
 use millpond_proto::{AckOutcome, OffsetRange};
@@ -107,4 +108,34 @@ async fn writers_of_one_catalog_commit_in_turn() {
         w.stop();
     }
     assert_eq!(lake.count(), 400, "every flush once");
+}
+
+/// DuckLake creates no index on `ducklake_file_column_stats`, which it reads
+/// by table and column whenever a query filters a table; the writer adds
+/// one at startup, and a writer started after it was dropped adds it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_indexes_the_catalogs_file_statistics() {
+    let lake = Lake::new(Backend::PostgresS3, "events");
+    let index =
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'millpond_file_column_stats_by_column'";
+    let w = Writer::start_with(&lake, &[]);
+    let ack = send(&w, "first", r(0, 0, 99), 0).await.unwrap().unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    w.stop();
+    let def = lake.catalog_psql(index);
+    assert!(
+        def.contains("ducklake_file_column_stats USING btree (table_id, column_id)"),
+        "{def:?}"
+    );
+    lake.catalog_psql("DROP INDEX millpond_file_column_stats_by_column");
+    assert_eq!(lake.catalog_psql(index).trim(), "");
+    let w = Writer::start_with(&lake, &[]);
+    let ack = send(&w, "second", r(0, 100, 199), 100)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ack.outcome(), AckOutcome::Written);
+    w.stop();
+    assert!(lake.catalog_psql(index).contains("(table_id, column_id)"));
+    assert_eq!(lake.count(), 200);
 }
