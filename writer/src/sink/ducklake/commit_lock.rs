@@ -9,9 +9,9 @@
 //! writers flushing once a second each: two such retries per commit, and
 //! the reads grow with every snapshot the lake keeps.
 //!
-//! So each write transaction first takes a Postgres advisory lock, in a
-//! transaction of its own on a second, read-only attachment of the catalog
-//! database. DuckDB commits the attachments of a transaction in the reverse
+//! So each write transaction and each lease claim first takes a Postgres
+//! advisory lock, in a transaction of its own on a second, read-only
+//! attachment of the catalog database. DuckDB commits the attachments of a transaction in the reverse
 //! order of their first use, so the lock is released after the lake's
 //! commit: the next writer begins from the newest snapshot and its first
 //! attempt lands.
