@@ -11,10 +11,10 @@
 //!
 //! So each write transaction and each lease claim first takes a Postgres
 //! advisory lock, in a transaction of its own on a second, read-only
-//! attachment of the catalog database. DuckDB commits the attachments of a transaction in the reverse
-//! order of their first use, so the lock is released after the lake's
-//! commit: the next writer begins from the newest snapshot and its first
-//! attempt lands.
+//! attachment of the catalog database. DuckDB commits the attachments of a
+//! transaction in the reverse order of their first use, so the lock is
+//! released after the lake's commit: the next writer begins from the
+//! newest snapshot and its first attempt lands.
 //!
 //! The lock orders commits and nothing else: what a flush writes, the
 //! offsets re-check and the partition fence are as without it. A lock not
