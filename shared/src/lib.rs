@@ -7,6 +7,7 @@ pub mod deadline;
 pub mod decimal;
 pub mod exact;
 pub mod failpoint;
+pub mod heap;
 pub mod http;
 pub mod logging;
 pub mod metrics;

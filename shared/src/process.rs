@@ -21,7 +21,9 @@ where
             return ExitCode::from(2);
         }
     };
-    let _logs = crate::logging::init(common(&cfg), name);
+    let shared = common(&cfg);
+    let _logs = crate::logging::init(shared, name);
+    crate::heap::trim_every(shared.heap_trim);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -104,7 +104,12 @@ def _cfg_true(toks: list[Tok], i: int, features: set[str], where: str) -> tuple[
         return result, j + 1
     if i + 2 < len(toks) and toks[i + 1].value == "=" and toks[i + 2].kind == "str":
         value = toks[i + 2].value
-        known = {"feature": value in features, "target_os": value == "linux", "target_family": value == "unix"}
+        known = {
+            "feature": value in features,
+            "target_os": value == "linux",
+            "target_family": value == "unix",
+            "target_env": value == "gnu",  # the images are Debian's glibc
+        }
         if name not in known:
             raise ScanError(f"{where}:{toks[i].line}: unknown cfg key {name}")
         return known[name], i + 3

@@ -1,6 +1,10 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 use super::env::EnvReader;
+
+/// MILLPOND_HEAP_TRIM_MS unless set.
+pub const HEAP_TRIM_MS: u64 = 1000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -22,6 +26,9 @@ pub struct CommonConfig {
     pub http_host: IpAddr,
     /// POSTHOG_PROJECT_TOKEN and friends: OTLP log export, when set.
     pub log_export: Option<crate::logging::LogExport>,
+    /// MILLPOND_HEAP_TRIM_MS: how often freed heap memory is handed back
+    /// to the kernel (`heap.rs`); `None` when 0.
+    pub heap_trim: Option<Duration>,
 }
 
 impl CommonConfig {
@@ -64,6 +71,10 @@ impl CommonConfig {
             http_port: r.u16_port(port_var, default_port),
             http_host: http_host(r),
             log_export: crate::logging::LogExport::parse(r),
+            heap_trim: match r.parse_or("MILLPOND_HEAP_TRIM_MS", HEAP_TRIM_MS, |_: &u64| Ok(())) {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
         }
     }
 
@@ -104,6 +115,26 @@ mod tests {
         let cfg = CommonConfig::parse(&mut r, "MILLPOND_HTTP_PORT", 8000, "p");
         let vars = r.errors.vars().iter().map(|v| v.to_string()).collect();
         (cfg, vars)
+    }
+
+    #[test]
+    fn the_heap_is_trimmed_every_second_unless_told() {
+        let trim = |v: Option<&str>| {
+            let env = Env::from_pairs(v.map(|v| ("MILLPOND_HEAP_TRIM_MS", v)));
+            let mut r = EnvReader::new(&env);
+            let cfg = CommonConfig::parse(&mut r, "MILLPOND_HTTP_PORT", 8000, "p");
+            let vars: Vec<String> = r.errors.vars().iter().map(|v| v.to_string()).collect();
+            (cfg.heap_trim, vars)
+        };
+        assert_eq!(trim(None), (Some(Duration::from_secs(1)), vec![]));
+        assert_eq!(
+            trim(Some("250")),
+            (Some(Duration::from_millis(250)), vec![])
+        );
+        assert_eq!(trim(Some("0")), (None, vec![]));
+        for bad in ["-1", "1s", "x"] {
+            assert_eq!(trim(Some(bad)).1, ["MILLPOND_HEAP_TRIM_MS"], "{bad:?}");
+        }
     }
 
     #[test]
