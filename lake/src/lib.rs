@@ -67,6 +67,7 @@ pub fn main() -> ExitCode {
         _ => false,
     };
     let _logs = logs.then(|| millpond_shared::logging::init(&cfg.common, NAME));
+    millpond_shared::heap::trim_every(cfg.common.heap_trim);
     match dispatch::execute(cli.command, &cfg, &Ask::new(cli.yes)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
