@@ -64,9 +64,7 @@ features=(--features millpond-writer/failpoints,millpond-ingest/failpoints)
 step fmt cargo fmt --all --check
 step features bash scripts/check-features.sh
 step clippy cargo clippy --release --workspace --all-targets "${features[@]}" -- -D warnings
-if [ -f scripts/check-proto.sh ]; then
-    step check-proto bash scripts/check-proto.sh
-fi
+step check-proto bash scripts/check-proto.sh
 step hoglake-writer bash scripts/check-hoglake-writer.sh
 # The three images, built with buildah and checked inside. Their build
 # stage runs `cargo build --workspace --bins` on this target directory with
