@@ -13,7 +13,9 @@
 #   BENCH_MAINTAIN=1 scripts/bench-long-lake.sh                 # with millpond-lake maintain
 #
 # BENCH_FLUSHES (20000), BENCH_ROWS (100 per flush), BENCH_WINDOW (1000),
-# BENCH_PAUSE_MS (0; a pause after each flush, left out of wall_ms).
+# BENCH_PAUSE_MS (0; a pause after each flush, left out of wall_ms),
+# BENCH_LAST_RECORDS (1: ranges carry their last record as ingest's do; the
+# curves in the README were run without it, BENCH_LAST_RECORDS=0).
 # BENCH_MAINTAIN=1 runs `millpond-lake maintain --yes` with
 # --expire-older-than BENCH_EXPIRE_OLDER_THAN (5m) and --cleanup-older-than
 # 1m: the Helm CronJob's chain, its ages scaled down so the run reaches the

@@ -17,6 +17,7 @@
 #
 # BENCH_WRITERS ("8 16 32"), BENCH_RATE (1), BENCH_SECONDS (600),
 # BENCH_ROWS (100). Data files are local, so the figures are the catalog's.
+# Ranges carry their last record as ingest's do (BENCH_LAST_RECORDS=0: without).
 # WRITER_BIN: another writer binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."

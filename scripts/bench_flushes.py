@@ -24,6 +24,9 @@ usage:
       writers (comma-separated addresses and pids) each sent RATE flushes
       per second for SECONDS; one JSON summary. METRICS: comma-separated
       /metrics URLs, scraped at the end for the writers' error counts.
+
+Ranges carry their last record as ingest's do; BENCH_LAST_RECORDS=0 leaves
+it out.
 """
 import json
 import os
@@ -38,6 +41,11 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 TICK = os.sysconf("SC_CLK_TCK")
+# Each range carries the record at its last offset (timestamp, checksum), as
+# ingest's do, so the writer records it in the last-records table like in
+# production. BENCH_LAST_RECORDS=0: ranges without it (a hand-made flush;
+# the runs before 2026-12-04's second table sent none).
+LAST_RECORDS = os.environ.get("BENCH_LAST_RECORDS", "1") != "0"
 
 
 def cpu_s(pid):
@@ -92,7 +100,12 @@ class Pusher:
 
     def push(self, f):
         first = f * self.rows
-        ranges = [{"topic": "events", "partition": self.w, "first": first, "last": first + self.rows - 1}]
+        last = first + self.rows - 1
+        ranges = [{"topic": "events", "partition": self.w, "first": first, "last": last}]
+        if LAST_RECORDS:
+            # As ingest sends them: the record at the range's last offset.
+            ranges[0]["last_timestamp_ms"] = int(time.time() * 1000)
+            ranges[0]["last_checksum"] = (self.w << 40) ^ last
         cmd = json.dumps({"flush_id": f"w{self.w}-f{f}", "ranges": ranges, "expected_rows": self.rows})
         t = table(self.w * 10**12 + first, self.rows)
         start = time.monotonic()
