@@ -8,7 +8,9 @@ use duckdb::types::Value;
 use duckdb::Connection;
 
 use millpond_shared::retry::Ladder;
-use millpond_writer::lake_api::{self, ident, literal, Catalog, LakeConfig, Session};
+use millpond_writer::lake_api::{
+    self, ident, literal, Catalog, EmbeddedFormat, LakeConfig, Session,
+};
 
 /// A statement a writer's commit got in the way of (on a SQLite catalog,
 /// any writer commit during a maintenance transaction): 10 attempts, 0.2 s
@@ -246,10 +248,7 @@ impl Lake {
     /// Snapshots and files scheduled for deletion, for before/after lines.
     pub fn summary(&self) -> anyhow::Result<String> {
         let files: i64 = self.live_files()?.iter().map(|f| f.1).sum();
-        let snapshots = self.int(&format!(
-            "SELECT count(*) FROM {}",
-            meta("ducklake_snapshot")
-        ))?;
+        let snapshots = self.snapshots()?;
         let scheduled = self.int(&format!(
             "SELECT count(*) FROM {}",
             meta("ducklake_files_scheduled_for_deletion")
@@ -257,6 +256,25 @@ impl Lake {
         Ok(format!(
             "{snapshots} snapshots, {files} live data files, {scheduled} files scheduled for deletion"
         ))
+    }
+
+    /// Snapshots the catalog keeps.
+    pub fn snapshots(&self) -> anyhow::Result<i64> {
+        self.int(&format!(
+            "SELECT count(*) FROM {}",
+            meta("ducklake_snapshot")
+        ))
+    }
+
+    /// The catalog is an embedded SQLite file.
+    pub fn is_sqlite(&self) -> bool {
+        matches!(
+            self.cfg.catalog,
+            Catalog::Embedded {
+                format: EmbeddedFormat::Sqlite,
+                ..
+            }
+        )
     }
 
     /// The data path DuckLake itself uses (as stored in the catalog),

@@ -8,7 +8,6 @@ use super::catalog::{as_string, meta, Lake};
 use super::confirm::Ask;
 use super::lifecycle::{paths, show};
 use millpond_writer::lake_api::literal;
-use millpond_writer::lake_api::{Catalog, EmbeddedFormat};
 
 /// Deletes files scheduled for deletion at least `older_than` ago; returns
 /// how many.
@@ -41,7 +40,7 @@ pub fn cleanup(
     // The exact cutoff first; on a SQLite catalog, if DuckLake would take
     // too much with it, the end of the day before, which it compares right.
     let mut tries = vec![cutoff.clone()];
-    if sqlite(lake) {
+    if lake.is_sqlite() {
         let rows = lake.rows(&format!(
             "SELECT (date_trunc('day', {cutoff}) - INTERVAL 1 MICROSECOND)::VARCHAR"
         ))?;
@@ -104,16 +103,6 @@ pub fn cleanup(
     show("cleanup: deleted", &done, false);
     println!("{waiting}");
     Ok(done.len())
-}
-
-fn sqlite(lake: &Lake) -> bool {
-    matches!(
-        lake.cfg.catalog,
-        Catalog::Embedded {
-            format: EmbeddedFormat::Sqlite,
-            ..
-        }
-    )
 }
 
 /// Deletes every file scheduled for deletion, however recently (DuckLake's
