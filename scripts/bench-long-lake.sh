@@ -15,7 +15,7 @@
 # BENCH_FLUSHES (20000), BENCH_ROWS (100 per flush), BENCH_WINDOW (1000),
 # BENCH_PAUSE_MS (0; a pause after each flush, left out of wall_ms),
 # BENCH_LAST_RECORDS (1: ranges carry their last record as ingest's do; the
-# curves in the README were run without it, BENCH_LAST_RECORDS=0).
+# README's curves before its last row ran without it, BENCH_LAST_RECORDS=0).
 # BENCH_MAINTAIN=1 runs `millpond-lake maintain --yes` with
 # --expire-older-than BENCH_EXPIRE_OLDER_THAN (5m) and --cleanup-older-than
 # 1m: the Helm CronJob's chain, its ages scaled down so the run reaches the
@@ -84,7 +84,7 @@ if [ "$maintain" = 1 ] && [ "$mode" = meanwhile ]; then
 elif [ "$maintain" = 1 ]; then
     export MAINTAIN_CMD=$maintain_cmd MAINTAIN_EVERY=${BENCH_MAINTAIN_EVERY:-4000}
 fi
-echo "# $(nproc) cores, $catalog catalog, maintain=$maintain ($mode), ${BENCH_FLUSHES:-20000} flushes of ${BENCH_ROWS:-100} rows"
+echo "# $(nproc) cores, $catalog catalog, maintain=$maintain ($mode), ${BENCH_FLUSHES:-20000} flushes of ${BENCH_ROWS:-100} rows, last records ${BENCH_LAST_RECORDS:-1}"
 "$MILLPOND_PYTHON" scripts/bench_flushes.py long "$bench_writer_addr" "$bench_writer_pid" \
     "${BENCH_FLUSHES:-20000}" "${BENCH_ROWS:-100}" "${BENCH_WINDOW:-1000}" "$where" "${BENCH_PAUSE_MS:-0}"
 if [ "$maintain" = 1 ]; then

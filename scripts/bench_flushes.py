@@ -44,7 +44,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 # Each range carries the record at its last offset (timestamp, checksum), as
 # ingest's do, so the writer records it in the last-records table like in
 # production. BENCH_LAST_RECORDS=0: ranges without it (a hand-made flush;
-# the runs before 2026-12-04's second table sent none).
+# the README says which of its tables ran so).
 LAST_RECORDS = os.environ.get("BENCH_LAST_RECORDS", "1") != "0"
 
 
@@ -166,6 +166,7 @@ def long_run(addr, pid, flushes, rows, window, probe, pause=0.0):
     first, last = windows[0], windows[-1]
     print(json.dumps({
         "summary": "long",
+        "last_records": LAST_RECORDS,
         "flushes": flushes,
         "rows_per_flush": rows,
         "first_window": first,
@@ -270,6 +271,7 @@ def many_run(addrs, pids, rate, seconds, rows, metrics):
             errs[k] = errs.get(k, 0) + v
     print(json.dumps({
         "summary": "many",
+        "last_records": LAST_RECORDS,
         "writers": len(addrs),
         "rate_per_writer": rate,
         "seconds": round(wall, 1),
