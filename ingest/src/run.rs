@@ -190,7 +190,10 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
         Err(e) if Stopped::caused(&e) => return stopped_at_startup(e),
         result => result?,
     }
-    tracing::info!("ingest stopped cleanly");
+    tracing::info!(
+        counts = %millpond_shared::metrics::totals(&registry, &millpond_shared::metrics::conservation::INGEST),
+        "ingest stopped cleanly"
+    );
     Ok(())
 }
 

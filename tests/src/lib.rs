@@ -17,6 +17,7 @@ pub mod proxy;
 pub mod sasl;
 pub mod sasl_proxy;
 pub mod scrape;
+pub mod statefulset;
 pub mod tls;
 pub mod writer;
 

@@ -113,4 +113,11 @@ impl Writer {
     pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         crate::scrape::metric(&self.metrics(), name, labels).unwrap_or(0.0)
     }
+
+    /// /readyz's status code (0 when nothing answers).
+    pub fn ready(&self) -> u16 {
+        crate::scrape::get(&format!("http://127.0.0.1:{}/readyz", self.http_port))
+            .map(|r| r.0)
+            .unwrap_or(0)
+    }
 }

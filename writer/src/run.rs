@@ -117,7 +117,10 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     match fatal {
         Some(reason) => anyhow::bail!("{reason}"),
         None => {
-            tracing::info!("writer stopped");
+            tracing::info!(
+                counts = %millpond_shared::metrics::totals(&registry, &millpond_shared::metrics::conservation::WRITER),
+                "writer stopped"
+            );
             Ok(())
         }
     }

@@ -1,7 +1,7 @@
 //! A flush read again from Kafka: for a flush whose stream broke (sent
 //! whole under the same id), and for one the writer refused as reaching
 //! into offsets another owner recorded (only the rest is sent).
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use millpond_proto::{FlushAck, FlushDescriptor, FlushTrigger, OffsetRange};
@@ -11,6 +11,7 @@ use millpond_shared::shutdown::Stopped;
 use super::{left, Delivery};
 use crate::buffer::{record_digest, Cut};
 use crate::flight::SendError;
+use crate::kafka::identity::{self, Identity};
 use crate::kafka::Record;
 use crate::stages::Stages;
 
@@ -166,6 +167,8 @@ impl Delivery {
         want: &Rebuild,
         until: Instant,
     ) -> anyhow::Result<u64> {
+        // Recorded ranges already checked against Kafka's records.
+        let mut proven = HashSet::new();
         loop {
             let topic = self.cfg.kafka.topic.clone();
             let recorded = self.rt.block_on(
@@ -185,6 +188,11 @@ impl Delivery {
                     "flush {} was refused as overlapping recorded offsets, but the lake's offsets ({recorded:?}) do not reach into it",
                     want.flush_id
                 );
+            }
+            for range in recorded.iter().filter(|x| skip.contains_key(&x.partition)) {
+                if proven.insert((range.partition, range.last)) {
+                    self.prove_from_kafka(range, want)?;
+                }
             }
             let (full, rest) = self.rebuild(want, &skip, until)?;
             let left_out = (full.descriptor.expected_rows + record_letters(&full.descriptor))
@@ -221,6 +229,45 @@ impl Delivery {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+impl Delivery {
+    /// Offsets recorded by another owner stand for this flush's records
+    /// only when they are the same records: the lake keeps the record at a
+    /// range's last offset, and Kafka must hold that very record there. A
+    /// replay or a hand-made flush under the pipeline's topic records other
+    /// records (or none to compare) at offsets whose real records never
+    /// landed: leaving them out would lose them, so ingest stops instead.
+    fn prove_from_kafka(&self, range: &OffsetRange, want: &Rebuild) -> anyhow::Result<()> {
+        let reader = crate::kafka::build_reread_consumer(&self.cfg, self.metrics.clone())?;
+        let why = match identity::compare(&reader, range)? {
+            Identity::Same => return Ok(()),
+            Identity::Different { recorded, found } => format!(
+                "the record Kafka holds at offset {} ({found}) is not the record the lake recorded there ({recorded})",
+                range.last
+            ),
+            Identity::Unknown => format!(
+                "the lake kept no record of what it wrote at offset {} (or Kafka no longer holds that offset), so nothing shows they are Kafka's records",
+                range.last
+            ),
+        };
+        let mine = want.ranges.iter().find(|r| r.partition == range.partition);
+        let lost = mine.map_or(String::new(), |r| {
+            format!(" {}..={}", r.first, r.last.min(range.last))
+        });
+        anyhow::bail!(
+            "partition {p}: flush {flush} reaches into offsets the lake recorded as written ({first}..={last}), \
+             but {why}. Counting them as written by another owner would drop this partition's records at \
+             offsets{lost}, which never landed, so ingest stops. If a replay or a hand-made flush recorded \
+             these offsets under the pipeline's topic (millpond-replay --jsonl), delete its ranges of partition \
+             {p} from the lake's _millpond_offsets table (and its rows, if they should not stay) and restart \
+             ingest; record replays under a topic of their own",
+            p = range.partition,
+            flush = want.flush_id,
+            first = range.first,
+            last = range.last,
+        )
     }
 }
 

@@ -174,6 +174,54 @@ pub(crate) fn register<T: prometheus::core::Collector + Clone + 'static>(
     metric
 }
 
+/// The counters of conservation each process keeps (without the prefix):
+/// ingest's consumed records equal the writer's rows and dead letters plus
+/// ingest's tombstones and skipped records.
+pub mod conservation {
+    pub const INGEST: [&str; 3] = [
+        "records_consumed_total",
+        "tombstones_total",
+        "records_skipped_total",
+    ];
+    pub const WRITER: [&str; 2] = ["records_written_total", "dead_letters_total"];
+}
+
+/// The counters `names` (without the prefix) as one log field with no
+/// spaces, series by series:
+/// `records_consumed_total{partition=0}=500,records_skipped_total{reason=x}=3`.
+/// A process logs it as it stops, so what it did can be read after it is
+/// gone.
+pub fn totals(registry: &Registry, names: &[&str]) -> String {
+    let mut out = Vec::new();
+    for family in registry.gather() {
+        let Some(name) = family
+            .name()
+            .strip_prefix(PREFIX)
+            .and_then(|n| n.strip_prefix('_'))
+        else {
+            continue;
+        };
+        if !names.contains(&name) || family.get_field_type() != MetricType::COUNTER {
+            continue;
+        }
+        for m in family.get_metric() {
+            let labels: Vec<String> = m
+                .get_label()
+                .iter()
+                .filter(|l| !matches!(l.name(), "pipeline" | "broker_source"))
+                .map(|l| format!("{}={}", l.name(), l.value()))
+                .collect();
+            let labels = if labels.is_empty() {
+                String::new()
+            } else {
+                format!("{{{}}}", labels.join(";"))
+            };
+            out.push(format!("{name}{labels}={}", m.get_counter().get_value()));
+        }
+    }
+    out.join(",")
+}
+
 /// Reads a sample back from a registry: tests assert metrics moved.
 pub fn sample(registry: &Registry, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     let full = format!("{PREFIX}_{name}");
@@ -221,5 +269,23 @@ mod tests {
         );
         assert!(line.ends_with(" 3"), "{line}");
         assert_eq!(sample(&reg, "records_written_total", &[]), Some(3.0));
+    }
+
+    #[test]
+    fn totals_name_each_series_of_the_counters_asked_for() {
+        let reg = new_registry("events", "msk");
+        let m = IngestMetrics::new(&reg);
+        m.records_consumed.with_label_values(&["0"]).inc_by(7);
+        m.records_skipped
+            .with_label_values(&[skip_reason::ALREADY_RECORDED])
+            .inc_by(2);
+        let t = totals(&reg, &conservation::INGEST);
+        assert!(t.contains("records_consumed_total{partition=0}=7"), "{t}");
+        assert!(
+            t.contains("records_skipped_total{reason=already_recorded}=2"),
+            "{t}"
+        );
+        assert!(!t.contains("pipeline"), "{t}");
+        assert!(!totals(&reg, &conservation::WRITER).contains("consumed"));
     }
 }

@@ -83,7 +83,7 @@ fn replays_a_kafka_range_once_and_a_jsonl_file() {
     let file = lake.dir.path().join("events.jsonl");
     std::fs::write(&file, "{\"seq\":1000}\nnot json\n{\"seq\":1001}\n").unwrap();
     let f = file.display().to_string();
-    let out = replay(&[
+    let mut into_events = vec![
         "--writer",
         &w.addr,
         "--topic",
@@ -94,7 +94,24 @@ fn replays_a_kafka_range_once_and_a_jsonl_file() {
         &f,
         "--from",
         "50",
-    ]);
+    ];
+    // The lake records events' offsets from Kafka's records: a file's lines
+    // under that topic would take offsets of records Kafka holds or will.
+    let (status, stdout, stderr) = run(&into_events);
+    assert_eq!(status, Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("partition 0 up to offset 49")
+            && stderr.contains("--topic events.replayed")
+            && stderr.contains("--into-pipeline-topic"),
+        "{stderr}"
+    );
+    assert_eq!(
+        recorded_offsets(&w.addr, "events"),
+        [OffsetRange::new("events", 0, 0, 49)],
+        "nothing recorded"
+    );
+    into_events.push("--into-pipeline-topic");
+    let out = replay(&into_events);
     assert!(
         out.contains("3 records, 1 not JSON objects, 0 tombstones"),
         "{out}"
@@ -393,5 +410,96 @@ fn a_kafka_replay_keeps_the_key_and_timestamp_of_its_dead_letters() {
              FROM lake.main.events_dead_letters"
         ),
         ["1|k|true"]
+    );
+}
+
+/// The operator's mistake from issue 42: a file replayed under the topic a
+/// running pipeline consumes, at the partition's next offset. The tool
+/// refuses it; forced, it records offsets 100..=119 with other records, and
+/// the running ingest then meets those offsets: it must not count its own
+/// records there as written by another owner (they never landed). It stops
+/// and says which partition, which offsets and what to do, commits
+/// nothing past 100, and a restart refuses the same way instead of
+/// resuming after the replay's offsets.
+#[test]
+fn offsets_a_replay_recorded_never_stand_for_the_pipelines_records() {
+    use millpond_tests::ingest::{eventually, Ingest, IngestOpts};
+    use millpond_tests::kafka::committed;
+    use std::time::Duration;
+
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("events", 1, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    produce_events(&bs, "events", 1, 0, 100);
+    let lake = Lake::new(Backend::Embedded, "events");
+    let w = Writer::start(&lake);
+    let opts = || IngestOpts {
+        bootstrap: &bs,
+        topic: "events",
+        table: "events",
+        writer_addr: &w.addr,
+        replicas: 1,
+        ordinal: 0,
+        extra: vec![],
+    };
+    let group = "millpond-events-events";
+    let at = || committed(&bs, group, "events", 1)[0];
+    let mut ingest = Ingest::start(&opts(), lake.dir.path());
+    eventually(Duration::from_secs(60), "100 committed", || {
+        at() == Some(100)
+    });
+
+    let file = lake.dir.path().join("fixed.jsonl");
+    let lines: String = (0..20)
+        .map(|i| format!("{{\"seq\":{}}}\n", 9000 + i))
+        .collect();
+    std::fs::write(&file, lines).unwrap();
+    let f = file.display().to_string();
+    let mut into_events = vec![
+        "--writer",
+        &w.addr,
+        "--topic",
+        "events",
+        "--partition",
+        "0",
+        "--jsonl",
+        &f,
+        "--from",
+        "100",
+    ];
+    let (status, _, stderr) = run(&into_events);
+    assert_eq!(status, Some(1), "refused: {stderr}");
+    assert!(stderr.contains("--into-pipeline-topic"), "{stderr}");
+    into_events.push("--into-pipeline-topic");
+    assert!(replay(&into_events).contains("Written, 20 rows"));
+
+    // Kafka's own offsets 100..=139 arrive.
+    produce_events(&bs, "events", 1, 100, 40);
+    let status = ingest.proc.wait_exit(Duration::from_secs(90));
+    let logs = ingest.proc.logs();
+    assert!(!status.success(), "ingest stops: {logs}");
+    assert!(
+        logs.contains("partition 0")
+            && logs.contains("(100..=119)")
+            && logs.contains("_millpond_offsets"),
+        "names the partition, the offsets and the fix: {logs}"
+    );
+    assert_eq!(at(), Some(100), "nothing committed past the real records");
+
+    // A restart does not resume after the replay's offsets either.
+    let mut again = Ingest::start(&opts(), lake.dir.path());
+    let status = again.proc.wait_exit(Duration::from_secs(90));
+    let logs = again.proc.logs();
+    assert!(!status.success(), "the restart refuses: {logs}");
+    assert!(
+        logs.contains("partition 0") && logs.contains("119") && logs.contains("_millpond_offsets"),
+        "{logs}"
+    );
+    assert_eq!(at(), Some(100));
+    w.stop();
+    assert_eq!(
+        lake.column_text("count(*) FILTER (WHERE seq < 9000)")[0].as_deref(),
+        Some("100"),
+        "the pipeline's records 100..=139 did not land as written by anyone"
     );
 }

@@ -295,6 +295,9 @@ async fn a_second_owner_of_a_partition_is_fenced() {
         new.metric("millpond_errors_total", &[("type", "partition_leased")]),
         1.0
     );
+    // Waiting out another owner's lease is a handover, not a fault: the
+    // new owner stays ready, or a rollout would wait on it forever.
+    assert_eq!(new.ready(), 200, "a lease refusal leaves the writer ready");
 
     // A disjoint partition is never held up.
     let ack = put(

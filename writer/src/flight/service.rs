@@ -130,10 +130,12 @@ impl WriterService {
             }
             Err(failure) => {
                 let status = failure_status(&id, &failure);
-                self.health.write_failed(
-                    failure.error.message.clone(),
-                    failure.error.kind == SinkErrorKind::Permanent,
-                );
+                if failure.error.is_fault() {
+                    self.health.write_failed(
+                        failure.error.message.clone(),
+                        failure.error.kind == SinkErrorKind::Permanent,
+                    );
+                }
                 if failure.exhausted {
                     let why = match failure.error.kind {
                         SinkErrorKind::Deadline => "given up at its deadline",

@@ -80,6 +80,19 @@ impl SinkError {
         matches!(self.kind, SinkErrorKind::Contention(_))
     }
 
+    /// Whether the failure says the writer cannot do its work. Another
+    /// owner's lease, offsets another owner recorded and a streamed flush
+    /// to be sent whole are the expected events of a handover (a rollout,
+    /// a `REPLICA_COUNT` change): the sender waits or resends, and they must
+    /// not make the writer unready, or a rollout would wait on the very pod
+    /// whose old owner it has yet to replace.
+    pub fn is_fault(&self) -> bool {
+        !matches!(
+            self.kind,
+            SinkErrorKind::Leased | SinkErrorKind::Overlap | SinkErrorKind::ResendWhole
+        )
+    }
+
     pub fn is_retryable(&self) -> bool {
         !matches!(self.kind, SinkErrorKind::Permanent | SinkErrorKind::Overlap)
     }
@@ -113,5 +126,24 @@ mod tests {
             SinkError::transient("x").error_type(),
             error_type::WRITE_RETRY
         );
+    }
+
+    #[test]
+    fn only_faults_of_the_writer_count_against_its_health() {
+        for kind in [
+            SinkErrorKind::Leased,
+            SinkErrorKind::Overlap,
+            SinkErrorKind::ResendWhole,
+        ] {
+            assert!(!SinkError::new(kind, "x").is_fault(), "{kind:?}");
+        }
+        for kind in [
+            SinkErrorKind::Transient,
+            SinkErrorKind::Permanent,
+            SinkErrorKind::Deadline,
+            SinkErrorKind::Contention(SinkId::DuckLake),
+        ] {
+            assert!(SinkError::new(kind, "x").is_fault(), "{kind:?}");
+        }
     }
 }

@@ -61,8 +61,8 @@ pub use super::leases::{create_sql, sql_table};
 use super::sql::literal;
 use crate::sink::SinkError;
 
-/// Claims that collide with another writer's claim: 8 attempts, 25 ms
-/// doubling with up to +100 % jitter (about 6 s in all).
+/// Claims (and releases) that collide with another writer's: 8 attempts,
+/// 25 ms doubling with up to +100 % jitter (about 6 s in all).
 const CLAIM: Ladder = Ladder {
     attempts: 8,
     base: Duration::from_millis(25),
@@ -257,17 +257,28 @@ impl Fence {
     }
 
     /// Ends this writer's leases, so the next owner need not wait them out.
-    pub fn release(&mut self, conn: &Connection, cfg: &DuckLakeConfig) {
+    /// In turn with the catalog's other writers, and retried: pods stopping
+    /// together (a scale-down) release at the same moment, DuckLake refuses
+    /// the second of two concurrent updates of the lease table, and a
+    /// release given up on leaves the next owner waiting out the lease.
+    pub fn release(&mut self, conn: &Connection, cfg: &DuckLakeConfig, lock: Option<&CommitLock>) {
         if self.held.is_empty() {
             return;
         }
         let table = sql_table(cfg);
         let sql = format!(
-            "UPDATE {table} SET expires_at = now() - INTERVAL 1 SECOND WHERE owner = {}; DROP TABLE IF EXISTS {}",
+            "UPDATE {table} SET expires_at = now() - INTERVAL 1 SECOND WHERE owner = {}; DROP TABLE IF EXISTS {}; COMMIT",
             literal(&self.owner.id),
             own_fence(cfg, &self.owner)
         );
-        match conn.execute_batch(&sql) {
+        let attempt = || {
+            super::commit_lock::begin_on(lock, conn)?;
+            conn.execute_batch(&sql).map_err(|e| {
+                let _ = conn.execute_batch("ROLLBACK");
+                e.to_string()
+            })
+        };
+        match CLAIM.retry_blocking(attempt, |_| true) {
             Ok(()) => tracing::info!(partitions = self.held.len(), "partition leases released"),
             Err(e) => {
                 let e = scrub(&cfg.lake, &e.to_string());

@@ -247,7 +247,8 @@ impl Lake {
     pub fn close(&mut self) {
         if let Some(session) = self.session.take() {
             if self.cfg.partition_fence {
-                self.fence.release(&session.conn, &self.cfg);
+                self.fence
+                    .release(&session.conn, &self.cfg, self.commit_lock.as_ref());
             }
             let _ = session.conn.execute_batch("DETACH lake");
         }

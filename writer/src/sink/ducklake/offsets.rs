@@ -260,17 +260,29 @@ pub fn coverage(flush: &[OffsetRange], recorded: &[OffsetRange]) -> Coverage {
         recorded
             .iter()
             .find(|x| x.topic == r.topic && x.partition == r.partition)
-            .map(|x| (x.first, x.last))
     };
     let mut covered = 0;
     for r in flush {
         match last_of(r) {
-            // Only the very range recorded last counts as a resend: anything
-            // else below the recorded offsets is a different cut of the log
-            // (a recreated topic, a hand-made replay) and must not be
-            // acknowledged as written.
-            Some((first, last)) if first == r.first && last == r.last => covered += 1,
-            Some((_, last)) if last >= r.first => {
+            // Only the very range recorded last, ending at the same record,
+            // counts as a resend: anything else below the recorded offsets
+            // is a different cut of the log (a recreated topic, a hand-made
+            // replay) and must not be acknowledged as written. The sender
+            // checks such offsets against Kafka's records.
+            Some(x) if x.first == r.first && x.last == r.last => {
+                if x.last_record() != r.last_record() {
+                    return Coverage::Overlap(format!(
+                        "partition {} range {}..={} is recorded, but ending at another record ({} recorded, {} sent)",
+                        r.partition,
+                        r.first,
+                        r.last,
+                        x.last_record().map_or("none".into(), |m| m.to_string()),
+                        r.last_record().map_or("none".into(), |m| m.to_string()),
+                    ));
+                }
+                covered += 1
+            }
+            Some(&OffsetRange { last, .. }) if last >= r.first => {
                 return Coverage::Overlap(format!(
                     "partition {} range {}..={} overlaps recorded offsets up to {last}",
                     r.partition, r.first, r.last

@@ -4,6 +4,29 @@ fn r(p: i32, a: i64, b: i64) -> OffsetRange {
     OffsetRange::new("t", p, a, b)
 }
 
+/// A resend is the range recorded last ending at the same record: the
+/// same range ending at another record (a file replayed under the
+/// pipeline's topic, a recreated topic) is another cut of the log.
+#[test]
+fn a_resend_ends_at_the_record_recorded() {
+    let at = |checksum| {
+        r(0, 0, 9).with_last_record(Some(millpond_proto::LastRecord {
+            timestamp_ms: Some(5),
+            checksum,
+        }))
+    };
+    assert_eq!(coverage(&[at(1)], &[at(1)]), Coverage::AlreadyRecorded);
+    assert!(matches!(coverage(&[at(1)], &[at(2)]), Coverage::Overlap(_)));
+    assert!(matches!(
+        coverage(&[at(1)], &[r(0, 0, 9)]),
+        Coverage::Overlap(_)
+    ));
+    assert!(matches!(
+        coverage(&[r(0, 0, 9)], &[at(1)]),
+        Coverage::Overlap(_)
+    ));
+}
+
 #[test]
 fn coverage_cases() {
     assert_eq!(coverage(&[r(0, 0, 9)], &[]), Coverage::New);

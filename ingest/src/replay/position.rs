@@ -1,5 +1,5 @@
-//! The replay tool's rules (`millpond-replay`): where a replayed range of
-//! one partition may start, and reading that range from Kafka exactly.
+//! Where a replayed range of one partition may start, and whether its
+//! topic is a pipeline's.
 //!
 //! A range recorded above the partition's next offset leaves a gap for
 //! good: the writer refuses anything below recorded offsets, and ingest
@@ -8,15 +8,8 @@
 //! last as a resend and refuses any other overlap), or above it only when
 //! the operator says `--allow-gap`.
 use std::ops::RangeInclusive;
-use std::time::Duration;
 
-use anyhow::{bail, Context};
 use millpond_proto::OffsetRange;
-use rdkafka::consumer::Consumer as _;
-use rdkafka::ClientConfig;
-
-use crate::kafka::Record;
-use crate::kafka::{reread, Consumer, KafkaContext};
 
 /// Where one partition stands: what the lake recorded, and where Kafka's
 /// log starts (Kafka mode).
@@ -91,100 +84,14 @@ impl Position {
     }
 }
 
-/// A record read for a replay, owning its bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owned {
-    pub partition: i32,
-    pub offset: i64,
-    pub timestamp_ms: Option<i64>,
-    pub key: Option<Vec<u8>>,
-    /// `None` is a tombstone.
-    pub payload: Option<Vec<u8>>,
-}
-
-impl Owned {
-    pub fn record(&self) -> Record<'_> {
-        Record {
-            partition: self.partition,
-            offset: self.offset,
-            timestamp_ms: self.timestamp_ms,
-            key: self.key.as_deref(),
-            payload: self.payload.as_deref(),
-        }
-    }
-}
-
-/// One partition of a Kafka topic, to replay a range of.
-pub struct KafkaPartition {
-    consumer: Consumer,
-    topic: String,
-    partition: i32,
-    /// Kafka's watermarks: the first offset held and one past the last.
-    pub low: i64,
-    pub high: i64,
-}
-
-impl KafkaPartition {
-    pub fn open(
-        bootstrap: &str,
-        topic: &str,
-        partition: i32,
-        timeout: Duration,
-    ) -> anyhow::Result<Self> {
-        let registry = millpond_shared::metrics::new_registry("millpond-replay", "");
-        let context = KafkaContext::new(
-            millpond_shared::metrics::IngestMetrics::new(&registry),
-            None,
-        );
-        let consumer: Consumer = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .set("group.id", "millpond-replay")
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("enable.partition.eof", "false")
-            // An offset gone from Kafka is an error, not a jump.
-            .set("auto.offset.reset", "error")
-            .create_with_context(context)
-            .context("creating the Kafka consumer")?;
-        let (low, high) = consumer
-            .fetch_watermarks(topic, partition, timeout)
-            .with_context(|| {
-                format!("reading the offsets Kafka holds for {topic} partition {partition}")
-            })?;
-        Ok(KafkaPartition {
-            consumer,
-            topic: topic.into(),
-            partition,
-            low,
-            high,
-        })
-    }
-
-    /// Reads offsets `from..=to` exactly (see [`reread`]) within `deadline`.
-    pub fn read(&self, from: i64, to: i64, deadline: Duration) -> anyhow::Result<Vec<Owned>> {
-        let (topic, p, low, high) = (&self.topic, self.partition, self.low, self.high);
-        if from < low {
-            bail!("offsets {from}..={} of {topic} partition {p} are no longer in Kafka (its log starts at {low})", low - 1);
-        }
-        if to >= high {
-            bail!(
-                "offset {to} is past the end of {topic} partition {p} (its last offset is {})",
-                high - 1
-            );
-        }
-        let mut out = Vec::new();
-        let range = OffsetRange::new(topic.as_str(), p, from, to);
-        reread(&self.consumer, &[range], deadline, |records| {
-            out.extend(records.iter().map(|r| Owned {
-                partition: r.partition,
-                offset: r.offset,
-                timestamp_ms: r.timestamp_ms,
-                key: r.key.map(<[u8]>::to_vec),
-                payload: r.payload.map(<[u8]>::to_vec),
-            }))
-        })?;
-        Ok(out)
-    }
+/// A range the lake recorded for `topic` from Kafka's own records (it
+/// keeps the record at its last offset), if any: `topic` is then a
+/// pipeline's, whose next offsets belong to records Kafka holds or will.
+pub fn read_from_kafka<'a>(recorded: &'a [OffsetRange], topic: &str) -> Option<&'a OffsetRange> {
+    recorded
+        .iter()
+        .filter(|r| r.topic == topic && r.last_record().is_some())
+        .max_by_key(|r| r.last)
 }
 
 #[cfg(test)]
@@ -236,5 +143,33 @@ mod tests {
             Position::of(&recorded, "events", 2, None).recorded_last,
             None
         );
+    }
+
+    #[test]
+    fn a_topic_is_a_pipelines_when_the_lake_recorded_kafkas_records_of_it() {
+        let from_kafka = |p, last| {
+            OffsetRange::new("events", p, 0, last).with_last_record(Some(
+                millpond_proto::LastRecord {
+                    timestamp_ms: Some(1),
+                    checksum: 7,
+                },
+            ))
+        };
+        let recorded = [
+            OffsetRange::new("events.replayed", 0, 0, 9),
+            from_kafka(0, 99),
+            from_kafka(1, 120),
+            OffsetRange::new("other", 0, 0, 5),
+        ];
+        assert_eq!(
+            read_from_kafka(&recorded, "events").map(|r| r.last),
+            Some(120)
+        );
+        assert_eq!(
+            read_from_kafka(&recorded, "events.replayed"),
+            None,
+            "a file's ranges"
+        );
+        assert_eq!(read_from_kafka(&recorded, "new"), None);
     }
 }
