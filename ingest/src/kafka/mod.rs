@@ -15,6 +15,7 @@ mod latest;
 pub mod msk_iam;
 mod record;
 mod reread;
+mod retention;
 mod start;
 
 pub use assign::{assign, assignment, my_partitions, resume_points, Resume, ResumeError};
@@ -27,4 +28,5 @@ pub use lag::LagSampler;
 pub use latest::RunToLatest;
 pub use record::Record;
 pub use reread::reread;
+pub use retention::Retention;
 pub use start::{decide, Lost, Start};
