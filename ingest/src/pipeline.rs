@@ -16,7 +16,9 @@ use crate::delivery::{Delivered, Delivery};
 use crate::flight::{WriterClient, SHUTDOWN_GRACE};
 use crate::freshness::Freshness;
 use crate::health::IngestHealth;
-use crate::kafka::{commit_offsets, Consumer, Discovery, LagSampler, Record, RunToLatest};
+use crate::kafka::{
+    commit_offsets, Consumer, Discovery, LagSampler, Record, Retention, RunToLatest,
+};
 use crate::stages::{Added, Stages};
 
 pub struct Pipeline {
@@ -34,6 +36,8 @@ pub struct Pipeline {
     lag: LagSampler,
     discovery: Discovery,
     freshness: Freshness,
+    /// Read positions, and the answer to an offset retention took.
+    retention: Retention,
     /// MILLPOND_RUN_TO_LATEST: where to stop.
     run_to_latest: Option<RunToLatest>,
     /// When the consumer was last polled: a flush's delivery must end within
@@ -80,6 +84,7 @@ impl Pipeline {
     ) -> Self {
         let stages = Stages::new(&cfg.stages);
         let delivery = Delivery::new(cfg.clone(), metrics.clone(), writer, rt);
+        let retention = Retention::new(&next);
         Pipeline {
             cfg,
             consumer,
@@ -93,6 +98,7 @@ impl Pipeline {
             lag: LagSampler::default(),
             discovery: Discovery::default(),
             freshness: Freshness::default(),
+            retention,
             run_to_latest: None,
             polled: Instant::now(),
         }
@@ -161,6 +167,15 @@ impl Pipeline {
                 return Ok(());
             }
             self.consume_once()?;
+            let moved = self.retention.answer(
+                &self.consumer,
+                &self.cfg.kafka.topic,
+                &self.next,
+                &self.metrics,
+            )?;
+            if let Some(r) = self.run_to_latest.as_mut() {
+                r.moved(&moved);
+            }
             if let Some(e) = self.delivery.refused() {
                 return Err(e.into());
             }
@@ -226,6 +241,9 @@ impl Pipeline {
                 }
                 None => break,
                 Some(Ok(m)) => messages.push(m),
+                // Retention took the partition's next offset: answered
+                // once this batch went through.
+                Some(Err(e)) if self.retention.seen(&e) => break,
                 Some(Err(e)) => {
                     self.metrics
                         .errors
@@ -261,6 +279,7 @@ impl Pipeline {
                 .with_label_values(&[&p.to_string()])
                 .inc_by(n);
         }
+        self.retention.consumed(&records);
         let started = Instant::now();
         let added = self.stages.process(&self.cfg.kafka.topic, &records);
         self.freshness.consumed(&records, !self.stages.is_empty());

@@ -164,10 +164,10 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
         let resume = resume_points(&consumer, &cfg.kafka.topic, &mine, cfg.kafka.auto_offset_reset, &lake, &task_metrics, &task_stop, &mut identity)?;
         drop(identity);
         for r in &resume {
-            tracing::info!(partition = r.partition, resume = ?r.offset, committed = ?r.committed, lake_next = ?r.lake_next, "partition assigned");
+            tracing::info!(partition = r.partition, start = ?r.start, committed = ?r.committed, lake_next = ?r.lake_next, "partition assigned");
         }
-        assign(&consumer, &cfg.kafka.topic, &resume, cfg.kafka.auto_offset_reset)?;
-        let next: HashMap<i32, i64> = resume.iter().map(|r| (r.partition, r.position)).collect();
+        assign(&consumer, &cfg.kafka.topic, &resume)?;
+        let next: HashMap<i32, i64> = resume.iter().map(|r| (r.partition, r.position())).collect();
         tracing::info!(partitions = ?mine, of = count, ordinal = cfg.ordinal, http = %http, "consuming");
         Pipeline::new(cfg, consumer, task_metrics, writer, handle, health, task_stop, next)
             .with_live_allowlist(live_allowlist)

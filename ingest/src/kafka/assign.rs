@@ -12,6 +12,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::client::Consumer;
 use super::connect::sliced;
 use super::identity::Identity;
+use super::start::{decide, Start};
 use crate::config::OffsetReset;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -68,25 +69,100 @@ pub enum ResumeError {
     },
 }
 
-/// Where one partition starts, and why.
+/// Where one partition starts, and from what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resume {
     pub partition: i32,
-    /// The next offset to read, or None for the reset policy.
-    pub offset: Option<i64>,
+    /// The group's committed offset, as read.
     pub committed: Option<i64>,
+    /// The offset after the lake's recorded range.
     pub lake_next: Option<i64>,
-    /// Where consumption starts (the reset target when `offset` is None).
-    pub position: i64,
+    pub start: Start,
 }
 
-/// Resume points: the later of Kafka's committed offset and the offset after
-/// the lake's recorded range. Committed offsets that fell below the log
-/// start are re-committed to the reset target first. The lake's offsets
-/// count only for the topic they were recorded from: `identity` compares
-/// the record at a recorded range's end with Kafka's (see
-/// [`super::identity`]). The stop ends the
-/// reads with [`ResumeError::Stopped`].
+impl Resume {
+    /// Decides one partition's start from the later of its committed
+    /// offset and the lake's next offset (its position, if it has one).
+    pub fn resolve(
+        partition: i32,
+        committed: Option<i64>,
+        lake_next: Option<i64>,
+        (low, high): (i64, i64),
+        reset: OffsetReset,
+    ) -> Resume {
+        let position = committed.max(lake_next);
+        Resume {
+            partition,
+            committed,
+            lake_next,
+            start: decide(position, low, high, reset),
+        }
+    }
+
+    /// Where consumption starts.
+    pub fn position(&self) -> i64 {
+        self.start.offset()
+    }
+
+    /// The offset to commit before consuming, so the group agrees with
+    /// where ingest starts: the lake's offsets a process that died before
+    /// its Kafka commit left behind, or a start moved by retention or past
+    /// the partition's end (a restart then neither counts the loss again
+    /// nor warns again). None with no position at all.
+    pub fn to_commit(&self) -> Option<i64> {
+        match self.start {
+            Start::Reset(_) => None,
+            start if self.committed == Some(start.offset()) => None,
+            start => Some(start.offset()),
+        }
+    }
+
+    /// Logs and counts what the decision took or moved, and sets the
+    /// partition's gauges (its lost series exported at 0).
+    fn report(&self, metrics: &IngestMetrics, high: i64) {
+        let p = self.partition;
+        let label = p.to_string();
+        metrics
+            .records_lost_to_retention
+            .with_label_values(&[&label]);
+        match self.start {
+            Start::LogStart(lost) => lost.report(metrics, p, "at assignment"),
+            Start::Beyond { position, target } => tracing::warn!(
+                partition = p,
+                position,
+                high,
+                start = target,
+                "the partition's position is past its end (the log was truncated, or the topic \
+                 recreated): it names no offset Kafka holds, so KAFKA_AUTO_OFFSET_RESET decides"
+            ),
+            Start::Position(next) if self.committed.is_none_or(|c| c < next) => tracing::info!(
+                partition = p, committed = ?self.committed, lake_next = next,
+                "the lake holds offsets Kafka has not committed; committing them"
+            ),
+            Start::Position(_) | Start::Reset(_) => {}
+        }
+        if let Some(c) = self.to_commit().or(self.committed) {
+            metrics
+                .last_committed_offset
+                .with_label_values(&[&label])
+                .set(c);
+        }
+        metrics
+            .consumer_lag
+            .with_label_values(&[&label])
+            .set((high - self.position()).max(0));
+    }
+}
+
+/// Resume points: where each partition's position (the later of Kafka's
+/// committed offset and the offset after the lake's recorded range) says,
+/// decided by [`decide`]: below the log start resumes at the log start and
+/// counts the span lost; KAFKA_AUTO_OFFSET_RESET applies only without a
+/// position. The group is brought to each start first ([`Resume::to_commit`]).
+/// The lake's offsets count only for the topic they were recorded from:
+/// `identity` compares the record at a recorded range's end with Kafka's
+/// (see [`super::identity`]). The stop ends the reads with
+/// [`ResumeError::Stopped`].
 #[allow(clippy::too_many_arguments)]
 pub fn resume_points(
     consumer: &Consumer,
@@ -98,6 +174,45 @@ pub fn resume_points(
     stop: &Stop,
     identity: &mut dyn FnMut(&OffsetRange) -> anyhow::Result<Identity>,
 ) -> Result<Vec<Resume>, ResumeError> {
+    let committed = committed_offsets(consumer, topic, partitions, stop)?;
+    let mut recommit = TopicPartitionList::new();
+    let mut out = Vec::new();
+    let mut highs = Vec::new();
+    for &p in partitions {
+        let (low, high) = sliced(stop, TIMEOUT, |t| consumer.fetch_watermarks(topic, p, t))??;
+        let recorded = lake.iter().find(|r| r.partition == p);
+        check_lake(topic, p, recorded, (low, high), identity)?;
+        let resume = Resume::resolve(
+            p,
+            committed.get(&p).copied(),
+            recorded.map(|r| r.last + 1),
+            (low, high),
+            reset,
+        );
+        if let Some(c) = resume.to_commit() {
+            recommit.add_partition_offset(topic, p, Offset::Offset(c))?;
+        }
+        out.push(resume);
+        highs.push(high);
+    }
+    if recommit.count() > 0 {
+        consumer.commit(&recommit, rdkafka::consumer::CommitMode::Sync)?;
+    }
+    // Counted once committed: a round that fails before (a discovery round
+    // is tried again) counts nothing.
+    for (resume, high) in out.iter().zip(highs) {
+        resume.report(metrics, high);
+    }
+    Ok(out)
+}
+
+/// The group's committed offset of each partition that has one.
+fn committed_offsets(
+    consumer: &Consumer,
+    topic: &str,
+    partitions: &[i32],
+    stop: &Stop,
+) -> Result<HashMap<i32, i64>, ResumeError> {
     let mut tpl = TopicPartitionList::new();
     for p in partitions {
         tpl.add_partition(topic, *p);
@@ -105,134 +220,125 @@ pub fn resume_points(
     let committed = sliced(stop, TIMEOUT, |t| {
         consumer.committed_offsets(tpl.clone(), t)
     })??;
-    let mut committed_at: HashMap<i32, i64> = HashMap::new();
-    for e in committed.elements() {
-        if let Offset::Offset(o) = e.offset() {
-            committed_at.insert(e.partition(), o);
-        }
-    }
-    let mut recommit = TopicPartitionList::new();
-    let mut out = Vec::new();
-    for &p in partitions {
-        let (low, high) = sliced(stop, TIMEOUT, |t| consumer.fetch_watermarks(topic, p, t))??;
-        let mut committed = committed_at.get(&p).copied();
-        if let Some(c) = committed {
-            if c < low {
-                let target = match reset {
-                    OffsetReset::Earliest => low,
-                    OffsetReset::Latest => high,
-                };
-                tracing::warn!(
-                    partition = p,
-                    committed = c,
-                    log_start = low,
-                    recommit = target,
-                    "committed offset is below the log start; re-committing the reset target"
-                );
-                recommit.add_partition_offset(topic, p, Offset::Offset(target))?;
-                committed = Some(target);
-            }
-        }
-        let recorded = lake.iter().find(|r| r.partition == p);
-        let lake_next = recorded.map(|r| r.last + 1);
-        if let Some(l) = lake_next {
-            if l > high {
-                return Err(ResumeError::LakeAhead {
-                    partition: p,
-                    lake_next: l,
-                    high,
-                });
-            }
-        }
-        if let Some(range) = recorded.filter(|r| r.last >= low) {
-            match identity(range) {
-                Ok(Identity::Different { recorded, found }) => {
-                    return Err(ResumeError::Recreated {
-                        topic: topic.to_owned(),
-                        partition: p,
-                        offset: range.last,
-                        low,
-                        recorded,
-                        found,
-                    })
-                }
-                Ok(Identity::Unknown) => tracing::info!(partition = p, offset = range.last,
-                    "the lake recorded no record to compare at its last offset, or Kafka no longer holds it; the topic's identity is not checked"),
-                Ok(Identity::Same) => {}
-                Err(error) => return Err(ResumeError::Identity { partition: p, error }),
-            }
-        }
-        let offset = match (committed, lake_next) {
-            (Some(c), Some(l)) => Some(c.max(l)),
-            (c, l) => c.or(l),
-        };
-        // The lake is ahead of Kafka when a process died between the lake
-        // commit and the offset commit: bring Kafka up to the lake, so lag
-        // and any other reader of the group agree with what was written.
-        if let Some(l) = lake_next {
-            if committed.is_none_or(|c| c < l) {
-                tracing::info!(partition = p, committed = ?committed, lake_next = l,
-                    "the lake holds offsets Kafka has not committed; committing them");
-                recommit.add_partition_offset(topic, p, Offset::Offset(l))?;
-                committed = Some(l);
-            }
-        }
-        let label = p.to_string();
-        if let Some(c) = committed {
-            metrics
-                .last_committed_offset
-                .with_label_values(&[&label])
-                .set(c);
-        }
-        let position = offset.unwrap_or(match reset {
-            OffsetReset::Earliest => low,
-            OffsetReset::Latest => high,
-        });
-        metrics
-            .consumer_lag
-            .with_label_values(&[&label])
-            .set((high - position).max(0));
-        out.push(Resume {
+    Ok(committed
+        .elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some((e.partition(), o)),
+            _ => None,
+        })
+        .collect())
+}
+
+/// The lake's recorded range must belong to this partition of this topic:
+/// not past its end, and (while Kafka still holds it) ending on the record
+/// Kafka holds there.
+fn check_lake(
+    topic: &str,
+    p: i32,
+    recorded: Option<&OffsetRange>,
+    (low, high): (i64, i64),
+    identity: &mut dyn FnMut(&OffsetRange) -> anyhow::Result<Identity>,
+) -> Result<(), ResumeError> {
+    let Some(range) = recorded else {
+        return Ok(());
+    };
+    if range.last + 1 > high {
+        return Err(ResumeError::LakeAhead {
             partition: p,
-            offset,
-            committed,
-            lake_next,
-            position,
+            lake_next: range.last + 1,
+            high,
         });
     }
-    if recommit.count() > 0 {
-        consumer.commit(&recommit, rdkafka::consumer::CommitMode::Sync)?;
+    if range.last < low {
+        return Ok(());
     }
-    Ok(out)
+    match identity(range) {
+        Ok(Identity::Different { recorded, found }) => Err(ResumeError::Recreated {
+            topic: topic.to_owned(),
+            partition: p,
+            offset: range.last,
+            low,
+            recorded,
+            found,
+        }),
+        Ok(Identity::Unknown) => {
+            tracing::info!(partition = p, offset = range.last,
+                "the lake recorded no record to compare at its last offset, or Kafka no longer holds it; the topic's identity is not checked");
+            Ok(())
+        }
+        Ok(Identity::Same) => Ok(()),
+        Err(error) => Err(ResumeError::Identity {
+            partition: p,
+            error,
+        }),
+    }
+}
+
+/// The assignment of every partition at its start, an explicit offset
+/// each: librdkafka never picks one.
+pub fn assignment(topic: &str, resume: &[Resume]) -> Result<TopicPartitionList, KafkaError> {
+    let mut tpl = TopicPartitionList::new();
+    for r in resume {
+        tpl.add_partition_offset(topic, r.partition, Offset::Offset(r.position()))?;
+    }
+    Ok(tpl)
 }
 
 /// Assigns every partition at its resume point.
-pub fn assign(
-    consumer: &Consumer,
-    topic: &str,
-    resume: &[Resume],
-    reset: OffsetReset,
-) -> Result<(), KafkaError> {
-    let mut tpl = TopicPartitionList::new();
-    for r in resume {
-        let offset = match (r.offset, reset) {
-            (Some(o), _) => Offset::Offset(o),
-            (None, OffsetReset::Earliest) => Offset::Beginning,
-            (None, OffsetReset::Latest) => Offset::End,
-        };
-        tpl.add_partition_offset(topic, r.partition, offset)?;
-    }
-    consumer.assign(&tpl)
+pub fn assign(consumer: &Consumer, topic: &str, resume: &[Resume]) -> Result<(), KafkaError> {
+    consumer.assign(&assignment(topic, resume)?)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::my_partitions;
+    use super::*;
+    use crate::kafka::start::Lost;
+    use OffsetReset::{Earliest, Latest};
 
     #[test]
     fn partitions_by_ordinal() {
         assert_eq!(my_partitions(8, 3, 0), vec![0, 3, 6]);
         assert_eq!(my_partitions(8, 3, 2), vec![2, 5]);
         assert_eq!(my_partitions(4, 1, 0), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn the_later_of_committed_and_lake_is_the_position() {
+        let r = Resume::resolve(0, Some(40), Some(55), (10, 100), Latest);
+        assert_eq!((r.start, r.to_commit()), (Start::Position(55), Some(55)));
+        let r = Resume::resolve(0, Some(60), Some(55), (10, 100), Latest);
+        assert_eq!((r.start, r.to_commit()), (Start::Position(60), None));
+    }
+
+    #[test]
+    fn a_committed_or_lake_position_below_the_log_start_resumes_there_with_latest_too() {
+        for reset in [Earliest, Latest] {
+            // Only the group's committed offset.
+            let r = Resume::resolve(0, Some(1), None, (58, 100), reset);
+            assert_eq!(r.start, Start::LogStart(Lost { from: 1, to: 57 }));
+            assert_eq!(r.to_commit(), Some(58));
+            // Only the lake's: nothing committed, the lake behind the log start.
+            let r = Resume::resolve(0, None, Some(5), (58, 100), reset);
+            assert_eq!(r.start, Start::LogStart(Lost { from: 5, to: 57 }));
+            assert_eq!(r.to_commit(), Some(58));
+            // Both: what the lake holds is not lost.
+            let r = Resume::resolve(0, Some(1), Some(5), (58, 100), reset);
+            assert_eq!(r.start.lost(), Some(Lost { from: 5, to: 57 }));
+        }
+    }
+
+    #[test]
+    fn no_position_anywhere_takes_the_reset_and_commits_nothing() {
+        let r = Resume::resolve(0, None, None, (10, 100), Latest);
+        assert_eq!((r.position(), r.to_commit()), (100, None));
+        let r = Resume::resolve(0, None, None, (10, 100), Earliest);
+        assert_eq!((r.position(), r.to_commit()), (10, None));
+    }
+
+    #[test]
+    fn a_committed_offset_past_the_end_is_brought_back_to_the_reset_target() {
+        let r = Resume::resolve(0, Some(500), None, (10, 100), Earliest);
+        assert_eq!((r.position(), r.to_commit()), (10, Some(10)));
     }
 }

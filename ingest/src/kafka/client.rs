@@ -21,13 +21,10 @@ pub fn client_config(cfg: &IngestConfig) -> ClientConfig {
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "false")
-        .set(
-            "auto.offset.reset",
-            match cfg.kafka.auto_offset_reset {
-                crate::config::OffsetReset::Earliest => "earliest",
-                crate::config::OffsetReset::Latest => "latest",
-            },
-        )
+        // An offset Kafka no longer holds is a consume error ingest answers
+        // (kafka::retention), never a silent jump: KAFKA_AUTO_OFFSET_RESET
+        // is applied by ingest, to partitions with no position (kafka::start).
+        .set("auto.offset.reset", "error")
         .set("fetch.min.bytes", cfg.kafka.fetch_min_bytes.to_string())
         .set("fetch.wait.max.ms", cfg.kafka.fetch_max_wait_ms.to_string())
         .set(
@@ -58,8 +55,8 @@ pub fn build_consumer(cfg: &IngestConfig, metrics: IngestMetrics) -> anyhow::Res
 }
 
 /// A consumer for re-reading one flush's offset ranges (see
-/// `kafka::reread`): the same connection settings, no statistics, a small
-/// prefetch, and an error instead of a jump when an offset is gone.
+/// `kafka::reread`): the same connection settings (an error, never a
+/// jump, when an offset is gone), no statistics, a small prefetch.
 pub fn build_reread_consumer(
     cfg: &IngestConfig,
     metrics: IngestMetrics,
@@ -67,7 +64,6 @@ pub fn build_reread_consumer(
     let mut c = client_config(cfg);
     c.set("statistics.interval.ms", "0")
         .set("queued.max.messages.kbytes", "4096")
-        .set("auto.offset.reset", "error")
         .set(
             "client.id",
             format!("millpond-{}-{}-reread", cfg.kafka.topic, cfg.ordinal),
@@ -99,4 +95,25 @@ fn create(
         ),
         other => anyhow::anyhow!("creating the Kafka consumer failed: {}", other.rdkafka_error_code().map(|c| c.to_string()).unwrap_or_else(|| "unknown error".into())),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use millpond_shared::config::Env;
+
+    #[test]
+    fn librdkafka_never_resets_an_offset_whatever_kafka_auto_offset_reset_says() {
+        for reset in ["earliest", "latest"] {
+            let env = Env::from_pairs(vec![
+                ("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
+                ("KAFKA_TOPIC", "events"),
+                ("REPLICA_COUNT", "1"),
+                ("DUCKLAKE_TABLE", "events"),
+                ("KAFKA_AUTO_OFFSET_RESET", reset),
+            ]);
+            let cfg = IngestConfig::from_env(&env).unwrap();
+            assert_eq!(client_config(&cfg).get("auto.offset.reset"), Some("error"));
+        }
+    }
 }

@@ -10,9 +10,8 @@ use millpond_proto::OffsetRange;
 use millpond_shared::metrics::IngestMetrics;
 use millpond_shared::shutdown::Stop;
 use rdkafka::consumer::Consumer as _;
-use rdkafka::TopicPartitionList;
 
-use super::assign::{my_partitions, resume_points};
+use super::assign::{assignment, my_partitions, resume_points};
 use super::client::Consumer;
 use super::identity::Identity;
 use crate::config::OffsetReset;
@@ -118,21 +117,16 @@ impl Discovery {
             Ok(r) => r,
             Err(e) => return fail("resolving where new partitions start failed", &e),
         };
-        let mut tpl = TopicPartitionList::new();
-        for r in &resume {
-            let offset = r
-                .offset
-                .map_or(rdkafka::Offset::Beginning, rdkafka::Offset::Offset);
-            if let Err(e) = tpl.add_partition_offset(topic, r.partition, offset) {
-                return fail("building the new assignment failed", &e);
-            }
-        }
+        let tpl = match assignment(topic, &resume) {
+            Ok(tpl) => tpl,
+            Err(e) => return fail("building the new assignment failed", &e),
+        };
         if let Err(e) = consumer.incremental_assign(&tpl) {
             return fail("assigning new partitions failed", &e);
         }
         for r in &resume {
-            tracing::info!(partition = r.partition, resume = ?r.offset, "partition added to the topic; now consumed");
-            next.insert(r.partition, r.position);
+            tracing::info!(partition = r.partition, start = ?r.start, "partition added to the topic; now consumed");
+            next.insert(r.partition, r.position());
         }
     }
 }

@@ -60,6 +60,16 @@ impl RunToLatest {
         }
     }
 
+    /// Partitions now read from these offsets (their log start, after
+    /// retention took what was below): every offset below was consumed or
+    /// lost, so a partition retention emptied up to its mark is there.
+    pub fn moved(&mut self, to: &[(i32, i64)]) {
+        for (p, offset) in to {
+            let e = self.consumed.entry(*p).or_insert(*offset);
+            *e = (*e).max(*offset);
+        }
+    }
+
     /// Every partition is consumed up to its mark (`next` holds the
     /// committed positions: a partition already there at startup counts).
     pub fn reached(&self, next: &HashMap<i32, i64>) -> bool {
@@ -128,6 +138,15 @@ mod tests {
         r.consumed(&[rec(0, 3), rec(0, 8)]);
         assert!(!r.reached(&next), "offset 9 not yet consumed");
         r.consumed(&[rec(0, 9)]);
+        assert!(r.reached(&next));
+    }
+
+    #[test]
+    fn a_partition_retention_emptied_to_its_mark_is_reached() {
+        let mut r = RunToLatest::with_targets(HashMap::from([(0, 10)]));
+        let next = HashMap::from([(0, 2)]);
+        assert!(!r.reached(&next));
+        r.moved(&[(0, 10)]);
         assert!(r.reached(&next));
     }
 

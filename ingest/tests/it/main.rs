@@ -2,4 +2,5 @@
 //! binary of its own.
 mod hostile_soak;
 mod reread;
+mod retention;
 mod stream_refused;

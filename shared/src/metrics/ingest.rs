@@ -10,6 +10,11 @@ use super::register;
 #[derive(Clone)]
 pub struct IngestMetrics {
     pub records_consumed: IntCounterVec,
+    /// Offsets Kafka deleted (retention) before ingest read them, per
+    /// partition: never consumed, so apart from `records_skipped` and from
+    /// conservation; with `records_consumed` they account for the offsets
+    /// a partition's position advanced over.
+    pub records_lost_to_retention: IntCounterVec,
     pub records_skipped: IntCounterVec,
     pub tombstones: IntCounter,
     pub sort_skipped: IntCounterVec,
@@ -67,6 +72,12 @@ impl IngestMetrics {
                 registry,
                 "records_consumed_total",
                 "Kafka records consumed, tombstones included",
+                "partition",
+            ),
+            records_lost_to_retention: counter_vec(
+                registry,
+                "records_lost_to_retention_total",
+                "Offsets Kafka deleted (retention) before ingest read them; never consumed, never written",
                 "partition",
             ),
             records_skipped: counter_vec(

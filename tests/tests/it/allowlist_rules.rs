@@ -54,6 +54,8 @@ fn total_committed(bs: &str) -> i64 {
 }
 
 /// consumed = written + dead letters + tombstones + filtered, on /metrics.
+/// Records lost to retention were never consumed: they are not in it (see
+/// `retention.rs` for the offsets they account for).
 fn assert_conservation(ingest: &Ingest, w: &Writer) {
     let m = |name: &str, labels: &[(&str, &str)]| ingest.metric(name, labels);
     let consumed = m("millpond_records_consumed_total", &[]);

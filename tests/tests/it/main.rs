@@ -19,6 +19,7 @@ mod msk_iam_token;
 mod nisshi_e2e;
 mod pipeline_e2e;
 mod replay_tool;
+mod retention;
 mod rollouts;
 mod writer_extensions;
 mod writer_faults;
