@@ -61,6 +61,29 @@ pub enum ResumeError {
         recorded: LastRecord,
         found: LastRecord,
     },
+    /// The lake recorded offsets the group has not committed, with no
+    /// record of what it wrote at the last one: nothing shows those offsets
+    /// hold Kafka's records, and resuming after them would skip the records
+    /// if they do not (a file replayed under the pipeline's topic).
+    #[error(
+        "partition {partition}: the lake recorded offsets {first}..={last} but kept no record of what it \
+         wrote at offset {last} (a file replayed under the pipeline's topic, or a flush made by hand), and \
+         the group committed {}: resuming at offset {} would skip offsets {}..={last}, whose records may \
+         never have landed, so ingest does not start. If a replay recorded them, delete its ranges of \
+         partition {partition} from the lake's _millpond_offsets table (and its rows, if they should not \
+         stay); if the pipeline wrote them, commit the group's offset of partition {partition} to {}. Then \
+         restart ingest",
+        committed.map_or("nothing".to_owned(), |c| format!("up to offset {c}")),
+        last + 1,
+        committed.map_or(*first, |c| c.max(*first)),
+        last + 1
+    )]
+    Unproven {
+        partition: i32,
+        first: i64,
+        last: i64,
+        committed: Option<i64>,
+    },
     /// The record at the lake's last recorded offset could not be read.
     #[error("partition {partition}: reading the record at the lake's last recorded offset to check the topic's identity: {error:#}")]
     Identity {
@@ -181,14 +204,9 @@ pub fn resume_points(
     for &p in partitions {
         let (low, high) = sliced(stop, TIMEOUT, |t| consumer.fetch_watermarks(topic, p, t))??;
         let recorded = lake.iter().find(|r| r.partition == p);
-        check_lake(topic, p, recorded, (low, high), identity)?;
-        let resume = Resume::resolve(
-            p,
-            committed.get(&p).copied(),
-            recorded.map(|r| r.last + 1),
-            (low, high),
-            reset,
-        );
+        let group = committed.get(&p).copied();
+        check_lake(topic, p, recorded, group, (low, high), identity)?;
+        let resume = Resume::resolve(p, group, recorded.map(|r| r.last + 1), (low, high), reset);
         if let Some(c) = resume.to_commit() {
             recommit.add_partition_offset(topic, p, Offset::Offset(c))?;
         }
@@ -232,11 +250,13 @@ fn committed_offsets(
 
 /// The lake's recorded range must belong to this partition of this topic:
 /// not past its end, and (while Kafka still holds it) ending on the record
-/// Kafka holds there.
+/// Kafka holds there. Offsets the group has not committed must show that
+/// they hold Kafka's records: a range with no record to compare does not.
 fn check_lake(
     topic: &str,
     p: i32,
     recorded: Option<&OffsetRange>,
+    committed: Option<i64>,
     (low, high): (i64, i64),
     identity: &mut dyn FnMut(&OffsetRange) -> anyhow::Result<Identity>,
 ) -> Result<(), ResumeError> {
@@ -252,6 +272,14 @@ fn check_lake(
     }
     if range.last < low {
         return Ok(());
+    }
+    if range.last_record().is_none() && committed.is_none_or(|c| c <= range.last) {
+        return Err(ResumeError::Unproven {
+            partition: p,
+            first: range.first,
+            last: range.last,
+            committed,
+        });
     }
     match identity(range) {
         Ok(Identity::Different { recorded, found }) => Err(ResumeError::Recreated {
@@ -340,5 +368,51 @@ mod tests {
     fn a_committed_offset_past_the_end_is_brought_back_to_the_reset_target() {
         let r = Resume::resolve(0, Some(500), None, (10, 100), Earliest);
         assert_eq!((r.position(), r.to_commit()), (10, Some(10)));
+    }
+
+    /// Offsets the group has not committed stand only with a record that
+    /// shows they are Kafka's: a file replayed under the topic has none.
+    #[test]
+    fn uncommitted_lake_offsets_without_a_record_to_compare_refuse_to_start() {
+        let unknown = &mut |_: &OffsetRange| Ok(Identity::Unknown);
+        let bare = OffsetRange::new("events", 0, 100, 119);
+        let check =
+            |committed,
+             range: &OffsetRange,
+             id: &mut dyn FnMut(&OffsetRange) -> anyhow::Result<Identity>| {
+                check_lake("events", 0, Some(range), committed, (0, 140), id)
+            };
+        let e = check(Some(100), &bare, unknown).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ResumeError::Unproven {
+                    first: 100,
+                    last: 119,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("skip offsets 100..=119") && text.contains("_millpond_offsets"),
+            "{text}"
+        );
+        assert!(matches!(
+            check(None, &bare, unknown),
+            Err(ResumeError::Unproven { .. })
+        ));
+        // The group is past them: nothing is skipped by resuming there.
+        assert!(check(Some(120), &bare, unknown).is_ok());
+        // A range that kept its last record, which Kafka no longer holds
+        // (compacted): recorded from Kafka's records, so it stands.
+        let kept = bare.clone().with_last_record(Some(LastRecord {
+            timestamp_ms: None,
+            checksum: 1,
+        }));
+        assert!(check(Some(100), &kept, unknown).is_ok());
+        let same = &mut |_: &OffsetRange| Ok(Identity::Same);
+        assert!(check(None, &kept, same).is_ok());
     }
 }
