@@ -13,7 +13,10 @@ pub mod sink;
 #[cfg(feature = "ducklake")]
 pub mod lake_api {
     pub use crate::sink::dead_letters::table_setting;
-    pub use crate::sink::ducklake::catalog_indexes::{INDEXES, PER_COMMIT};
+    pub use crate::sink::ducklake::catalog_indexes::{
+        ensure as ensure_index, state_of as index_state, states as index_states,
+        steps as index_steps, Built, State as IndexState, INDEXES, PER_COMMIT,
+    };
     pub use crate::sink::ducklake::classify::contended;
     pub use crate::sink::ducklake::config::{
         Catalog, EmbeddedFormat, LakeConfig, S3Config, LAST_RECORDS_TABLE, OFFSETS_TABLE,
