@@ -22,7 +22,7 @@ pub mod lake_api {
         Catalog, EmbeddedFormat, LakeConfig, S3Config, LAST_RECORDS_TABLE, OFFSETS_TABLE,
     };
     pub use crate::sink::ducklake::connect::{open, reattach, scrub};
-    pub use crate::sink::ducklake::lake_config::memory_limit;
+    pub use crate::sink::ducklake::lake_config::{memory_limit, RootCert, SslMode};
     pub use crate::sink::ducklake::session::Session;
     pub use crate::sink::ducklake::sql::{ident, literal};
 

@@ -508,6 +508,7 @@ macro_rules! both_backends {
 }
 
 // The commands beyond DuckLake's own functions, each on both backends.
+mod lock;
 mod maintenance;
 mod repairs;
 
