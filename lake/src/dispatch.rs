@@ -165,6 +165,7 @@ fn on_lake(command: Command, lake: &Lake, cfg: &ToolConfig, ask: &Ask) -> anyhow
             return heal::heal_orphans(
                 lake,
                 &tables,
+                cfg.dead_letter_table.as_deref(),
                 older_than,
                 quarantine.as_deref(),
                 dry_run,
