@@ -16,6 +16,15 @@ pub struct Cli {
     /// a terminal, e.g. in a CronJob).
     #[arg(long, global = true)]
     pub yes: bool,
+    /// Commands that change the lake (and a chain that has one) run one at
+    /// a time per catalog: each takes the catalog's maintenance lock (a
+    /// Postgres advisory lock; beside an embedded catalog, a lock file) and
+    /// waits at most this long (e.g. 30s, 10m) for another run to release
+    /// it, then exits 1 naming that run. Default MILLPOND_LAKE_LOCK_WAIT, or
+    /// 5m. Commands that only read (fsck, find-orphans, compact-probe,
+    /// metrics, dry runs), shell and bootstrap-indexes take no lock.
+    #[arg(long, global = true, value_parser = parse_duration, value_name = "DURATION")]
+    pub lock_wait: Option<Duration>,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -4,12 +4,18 @@
 use std::time::Duration;
 
 use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
+use millpond_shared::failpoint;
 
 use millpond_writer::lake_api::table_setting;
 use millpond_writer::lake_api::{LakeConfig, LAST_RECORDS_TABLE, OFFSETS_TABLE};
 
 /// Default port of the exporter's /metrics (ingest 8000, writer 8001).
 pub const DEFAULT_METRICS_PORT: u16 = 8002;
+
+/// How long a run waits for another run's maintenance lock by default
+/// (MILLPOND_LAKE_LOCK_WAIT): long enough for a short chain to finish, short
+/// enough that a run stuck behind a long one fails its Job the same hour.
+pub const DEFAULT_LOCK_WAIT: &str = "5m";
 
 #[derive(Debug, Clone)]
 pub struct ToolConfig {
@@ -25,6 +31,11 @@ pub struct ToolConfig {
     /// DUCKLAKE_DEAD_LETTER_TABLE for DUCKLAKE_TABLE, when both are set.
     pub dead_letter_table: Option<String>,
     pub metrics: MetricsConfig,
+    /// MILLPOND_LAKE_LOCK_WAIT (default 5m; `--lock-wait` overrides it): how
+    /// long a changing command waits for the catalog's maintenance lock.
+    pub lock_wait: Duration,
+    /// MILLPOND_FAILPOINT (test builds only).
+    pub failpoint: Option<failpoint::Armed>,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +101,16 @@ impl ToolConfig {
                 0
             }),
         };
+        let wait = r.string_or("MILLPOND_LAKE_LOCK_WAIT", DEFAULT_LOCK_WAIT);
+        let lock_wait = crate::units::parse_duration(&wait).unwrap_or_else(|e| {
+            r.errors.push("MILLPOND_LAKE_LOCK_WAIT", e);
+            Duration::ZERO
+        });
+        let failpoint = r.optional("MILLPOND_FAILPOINT").and_then(|spec| {
+            failpoint::parse(&spec, failpoint::Process::Lake)
+                .map_err(|e| r.errors.push("MILLPOND_FAILPOINT", e))
+                .ok()
+        });
         r.finish()?;
         Ok(ToolConfig {
             common,
@@ -102,6 +123,8 @@ impl ToolConfig {
                 interval,
                 small_file_bytes,
             },
+            lock_wait,
+            failpoint,
         })
     }
 }
@@ -126,6 +149,7 @@ mod tests {
         assert_eq!(cfg.common.http_port, DEFAULT_METRICS_PORT);
         assert_eq!(cfg.metrics.small_file_bytes, 10 << 20);
         assert_eq!(cfg.dead_letter_table, None);
+        assert_eq!(cfg.lock_wait, Duration::from_secs(300));
     }
 
     #[test]
@@ -136,6 +160,7 @@ mod tests {
             ("DUCKLAKE_METRICS_PUSH_URL", "pushgateway:9091"),
             ("DUCKLAKE_METRICS_SMALL_FILE_BYTES", "10 parsecs"),
             ("DUCKLAKE_METRICS_INTERVAL_S", "0"),
+            ("MILLPOND_LAKE_LOCK_WAIT", "soon"),
         ]))
         .unwrap_err();
         let vars = errs.vars();
@@ -146,6 +171,7 @@ mod tests {
             "DUCKLAKE_METRICS_PUSH_URL",
             "DUCKLAKE_METRICS_SMALL_FILE_BYTES",
             "DUCKLAKE_METRICS_INTERVAL_S",
+            "MILLPOND_LAKE_LOCK_WAIT",
         ] {
             assert!(vars.contains(&v), "{v} missing from {vars:?}");
         }

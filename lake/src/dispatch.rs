@@ -1,17 +1,101 @@
-//! One command, run: the lake opened, the command's module called. A
-//! recipe chain (`run`) comes back here for each of its steps.
+//! One command, run: the catalog's maintenance lock taken when the command
+//! changes the lake, the lake opened, the command's module called. A
+//! recipe chain (`run`) takes the lock once and comes back here for each
+//! of its steps.
+use std::time::Duration;
+
+use millpond_shared::failpoint::{self, Failpoint};
+
 use super::catalog::Lake;
 use super::cli::Command;
 use super::config::ToolConfig;
 use super::confirm::Ask;
+use super::lock::{self, Holder};
 use super::{
     chain, cleanup, compact, dedup, expire, expire_snapshots, fsck, heal, indexes, lifecycle,
     maintain, metrics, orphans, partitions, probe, recipes, shell, stats,
 };
 
+/// Who this run is and how long it waits for the lock.
+pub struct Run {
+    pub holder: Holder,
+    pub lock_wait: Duration,
+}
+
 /// Ok(false): the command ran and found something wrong (or something it
 /// could not fix).
-pub fn execute(command: Command, cfg: &ToolConfig, ask: &Ask) -> anyhow::Result<bool> {
+pub fn execute(command: Command, cfg: &ToolConfig, ask: &Ask, run: &Run) -> anyhow::Result<bool> {
+    match command {
+        Command::Run { recipes: names } => {
+            let changing: Vec<&str> = names
+                .iter()
+                .filter_map(|n| recipes::find(n))
+                .filter(|r| r.changes)
+                .map(|r| r.name)
+                .collect();
+            if changing.is_empty() {
+                return chain::run(&names, &mut |c| step(c, cfg, ask));
+            }
+            ask.confirm(
+                &cfg.lake,
+                &format!(
+                    "run {} (changing the lake: {})",
+                    names.join(", "),
+                    changing.join(", ")
+                ),
+            )?;
+            let _lock = hold(cfg, run)?;
+            chain::run(&names, &mut |c| step(c, cfg, ask))
+        }
+        other if changes(&other) => {
+            let _lock = hold(cfg, run)?;
+            step(other, cfg, ask)
+        }
+        other => step(other, cfg, ask),
+    }
+}
+
+/// The catalog's maintenance lock, held until dropped.
+fn hold(cfg: &ToolConfig, run: &Run) -> anyhow::Result<lock::LakeLock> {
+    let held = lock::take(&cfg.lake, &run.holder, run.lock_wait)?;
+    failpoint::pause(Failpoint::PauseHoldingLakeLock);
+    Ok(held)
+}
+
+/// Whether a command changes the lake, and so takes the maintenance lock.
+/// `shell` runs what a person types and takes none; `bootstrap-indexes`
+/// changes no row of the lake, and its concurrent builds run beside
+/// writers and other maintenance (a long build must not hold up the
+/// hourly compaction), so it takes none either.
+pub fn changes(command: &Command) -> bool {
+    match command {
+        Command::Shell { .. }
+        | Command::FindOrphans { .. }
+        | Command::Fsck { .. }
+        | Command::CompactProbe { .. }
+        | Command::BootstrapIndexes { .. }
+        | Command::Metrics { .. } => false,
+        Command::Expire(args) => !args.dry_run,
+        Command::ExpireSnapshots { which, .. } => !which.dry_run,
+        Command::Cleanup { dry_run, .. }
+        | Command::CleanupAll { dry_run }
+        | Command::HealOrphans { dry_run, .. }
+        | Command::DedupDeletions { dry_run }
+        | Command::PurgeOrphanStats { dry_run }
+        | Command::RepairPartitionValues { dry_run, .. } => !dry_run,
+        Command::DeleteOrphans { execute, .. } => *execute,
+        Command::Compact(args) => !args.dry_run,
+        Command::Maintain(args) => !args.dry_run,
+        Command::Checkpoint | Command::FlushInlined { .. } => true,
+        Command::Run { recipes } => recipes
+            .iter()
+            .filter_map(|n| recipes::find(n))
+            .any(|r| r.changes),
+    }
+}
+
+/// One command (a chain's step too), the lock already taken if it needs it.
+fn step(command: Command, cfg: &ToolConfig, ask: &Ask) -> anyhow::Result<bool> {
     match command {
         Command::Metrics { once, push_url } => {
             if once {
@@ -26,25 +110,7 @@ pub fn execute(command: Command, cfg: &ToolConfig, ask: &Ask) -> anyhow::Result<
             rt.block_on(metrics::serve(cfg.clone()))?;
             Ok(true)
         }
-        Command::Run { recipes: names } => {
-            let changing: Vec<&str> = names
-                .iter()
-                .filter_map(|n| recipes::find(n))
-                .filter(|r| r.changes)
-                .map(|r| r.name)
-                .collect();
-            if !changing.is_empty() {
-                ask.confirm(
-                    &cfg.lake,
-                    &format!(
-                        "run {} (changing the lake: {})",
-                        names.join(", "),
-                        changing.join(", ")
-                    ),
-                )?;
-            }
-            chain::run(&names, &mut |c| execute(c, cfg, ask))
-        }
+        Command::Run { .. } => unreachable!("a recipe is never a chain"),
         other => on_lake(other, &Lake::open(&cfg.lake)?, cfg, ask),
     }
 }
@@ -52,7 +118,7 @@ pub fn execute(command: Command, cfg: &ToolConfig, ask: &Ask) -> anyhow::Result<
 fn on_lake(command: Command, lake: &Lake, cfg: &ToolConfig, ask: &Ask) -> anyhow::Result<bool> {
     let tables = |t: Option<String>| lake.select_tables(t.as_deref(), &cfg.schema);
     match command {
-        Command::Metrics { .. } | Command::Run { .. } => unreachable!("handled by execute"),
+        Command::Metrics { .. } | Command::Run { .. } => unreachable!("handled by step"),
         Command::Shell { sql } if sql.is_empty() => return shell::interactive(lake),
         Command::Shell { sql } => shell::run_all(lake, &sql)?,
         Command::Expire(args) => {
@@ -99,6 +165,7 @@ fn on_lake(command: Command, lake: &Lake, cfg: &ToolConfig, ask: &Ask) -> anyhow
             return heal::heal_orphans(
                 lake,
                 &tables,
+                cfg.dead_letter_table.as_deref(),
                 older_than,
                 quarantine.as_deref(),
                 dry_run,
@@ -139,4 +206,22 @@ fn on_lake(command: Command, lake: &Lake, cfg: &ToolConfig, ask: &Ask) -> anyhow
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipes::RECIPES;
+
+    #[test]
+    fn a_recipe_changes_the_lake_exactly_when_its_command_does() {
+        for recipe in RECIPES {
+            assert_eq!(
+                changes(&chain::command(recipe)),
+                recipe.changes,
+                "{}",
+                recipe.name
+            );
+        }
+    }
 }

@@ -5,6 +5,14 @@
 //! `ducklake_add_data_files`; any other is moved aside to the quarantine
 //! folder, outside the data path, under the same relative path. Nothing is
 //! deleted. Files outside every table's folder are only counted.
+//!
+//! Millpond's own tables are never healed: a writer killed mid-commit
+//! leaves the files of its transaction (rows, dead letters, offsets, last
+//! records) unregistered and writes them again, under a new flush id, when
+//! the flush is sent again. A file in a `_millpond_*` table's folder is
+//! left where it is and reported. A dead-letter file is registered only
+//! when none of its records (topic, partition, offset) is in the table
+//! under any flush id; a duplicate is left and reported, to delete or keep.
 use std::time::Duration;
 
 use anyhow::bail;
@@ -14,15 +22,54 @@ use super::confirm::Ask;
 use super::native::CatalogSql;
 use super::orphans::find_orphans;
 use super::storage::Storage;
-use millpond_writer::lake_api::{ident, literal};
+use millpond_writer::lake_api::{ident, is_own_table, literal, COORDINATES, FLUSH_ID};
 
 /// The column every Millpond row gets when written: a rewrite of the same
 /// records differs there, so it is left out when looking for them.
 const WRITE_TIME: &str = "_inserted_at";
 
 enum Verdict {
-    Register { rows: i64 },
-    Quarantine { why: String },
+    Register {
+        rows: i64,
+    },
+    Quarantine {
+        why: String,
+    },
+    /// Never registered, never moved: reported. `problem`: one the run
+    /// could not settle (exit 1).
+    Leave {
+        why: String,
+        problem: bool,
+    },
+}
+
+/// What a table is to heal-orphans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A target table (or any other): its rows compared on every column.
+    Rows,
+    /// A dead-letter table: its letters compared on their Kafka record.
+    DeadLetters,
+    /// `_millpond_offsets`, `_millpond_last_records`, a lease or fence
+    /// table: never registered into.
+    Own,
+}
+
+/// A dead-letter table: the pipeline's (DUCKLAKE_DEAD_LETTER_TABLE), any
+/// `<table>_dead_letters`, or any table with the dead letters' record
+/// coordinates and flush id.
+fn kind(table: &TableRef, columns: &[(String, String)], dead_letter_table: Option<&str>) -> Kind {
+    let has = |c: &str| columns.iter().any(|(n, _)| n == c);
+    if is_own_table(&table.name) {
+        Kind::Own
+    } else if Some(table.name.as_str()) == dead_letter_table
+        || table.name.ends_with("_dead_letters")
+        || (COORDINATES.iter().all(|c| has(c)) && has(FLUSH_ID))
+    {
+        Kind::DeadLetters
+    } else {
+        Kind::Rows
+    }
 }
 
 /// Where a table's files live: its folder, ending in `/`.
@@ -60,15 +107,28 @@ fn columns(lake: &Lake, from: &str) -> anyhow::Result<Vec<(String, String)>> {
         .collect())
 }
 
-fn judge(lake: &Lake, table: &TableRef, path: &str) -> Verdict {
+fn judge(lake: &Lake, table: &TableRef, path: &str, dead_letter_table: Option<&str>) -> Verdict {
     let quarantine = |why: String| Verdict::Quarantine { why };
+    let want = match columns(lake, &table.sql()) {
+        Ok(w) => w,
+        Err(_) if is_own_table(&table.name) => Vec::new(),
+        Err(e) => return quarantine(format!("reading the table's columns: {e:#}")),
+    };
+    let kind = kind(table, &want, dead_letter_table);
+    if kind == Kind::Own {
+        return Verdict::Leave {
+            why: format!(
+                "a file of Millpond's own table {} (offsets, last records, leases or a fence): \
+                 never registered (a writer killed mid-commit leaves these and wrote its rows again); \
+                 delete it or keep it",
+                table.qualified()
+            ),
+            problem: false,
+        };
+    }
     let file = format!("read_parquet({})", literal(path));
     let Ok(have) = columns(lake, &file) else {
         return quarantine("not a Parquet file DuckDB can read".into());
-    };
-    let want = match columns(lake, &table.sql()) {
-        Ok(w) => w,
-        Err(e) => return quarantine(format!("reading the table's columns: {e:#}")),
     };
     let misfits: Vec<String> = have
         .iter()
@@ -80,6 +140,9 @@ fn judge(lake: &Lake, table: &TableRef, path: &str) -> Verdict {
             "columns the table does not have (or with another type): {}",
             misfits.join(", ")
         ));
+    }
+    if kind == Kind::DeadLetters {
+        return judge_dead_letters(lake, table, &file, &have);
     }
     let compared: Vec<String> = have
         .iter()
@@ -100,6 +163,90 @@ fn judge(lake: &Lake, table: &TableRef, path: &str) -> Verdict {
         },
         Ok([]) => quarantine("no answer comparing its rows".into()),
         Err(e) => quarantine(format!("comparing its rows with the table's: {e:#}")),
+    }
+}
+
+/// A dead-letter file: registered only when none of its records (topic,
+/// partition, offset) has a letter in the table already, under any flush
+/// id; its letters differ from those only in `flush_id` and the write time.
+fn judge_dead_letters(
+    lake: &Lake,
+    table: &TableRef,
+    file: &str,
+    have: &[(String, String)],
+) -> Verdict {
+    let name = table.qualified();
+    if !COORDINATES.iter().all(|c| have.iter().any(|(n, _)| n == c)) {
+        return Verdict::Leave {
+            why: format!(
+                "a file in the dead-letter table {name} without the records' {}: \
+                 it cannot be told apart from letters already there; not registered",
+                COORDINATES.join(", ")
+            ),
+            problem: true,
+        };
+    }
+    let same = COORDINATES
+        .iter()
+        .map(|c| format!("t.{0} = f.{0}", ident(c)))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let flush_ids = |from: &str| {
+        if have.iter().any(|(n, _)| n == FLUSH_ID) {
+            format!(
+                "(SELECT string_agg(DISTINCT {}, ', ') FROM {from})",
+                ident(FLUSH_ID)
+            )
+        } else {
+            "NULL".to_owned()
+        }
+    };
+    let table_sql = table.sql();
+    let sql = format!(
+        "SELECT (SELECT count(*) FROM {file}), \
+         (SELECT count(*) FROM {file} f WHERE EXISTS (SELECT 1 FROM {table_sql} t WHERE {same})), \
+         {}, {}",
+        flush_ids(&format!(
+            "(SELECT t.* FROM {table_sql} t WHERE EXISTS (SELECT 1 FROM {file} f WHERE {same}))"
+        )),
+        flush_ids(file)
+    );
+    let counts = match lake.rows(&sql) {
+        Ok(rows) => rows,
+        Err(e) => {
+            return Verdict::Leave {
+                why: format!("comparing its dead letters with {name}'s: {e:#}; not registered"),
+                problem: true,
+            }
+        }
+    };
+    let Some(r) = counts.first() else {
+        return Verdict::Leave {
+            why: "no answer comparing its dead letters; not registered".into(),
+            problem: true,
+        };
+    };
+    let (rows, dup) = (as_i64(&r[0]), as_i64(&r[1]));
+    let (theirs, mine) = (as_string(&r[2]), as_string(&r[3]));
+    match (rows, dup) {
+        (0, _) => Verdict::Quarantine {
+            why: "it holds no rows".into(),
+        },
+        (rows, 0) => Verdict::Register { rows },
+        (rows, dup) if dup == rows => Verdict::Leave {
+            why: format!(
+                "a duplicate: all {rows} of its dead letters (flush {mine}) are already in {name} \
+                 under flush {theirs}; not registered: delete it or keep it"
+            ),
+            problem: false,
+        },
+        (rows, dup) => Verdict::Leave {
+            why: format!(
+                "{dup} of its {rows} dead letters (flush {mine}) are already in {name} under flush \
+                 {theirs}: registering it would write them twice; not registered"
+            ),
+            problem: true,
+        },
     }
 }
 
@@ -135,6 +282,7 @@ fn quarantine_root(data_path: &str, chosen: Option<&str>) -> anyhow::Result<Stri
 pub fn heal_orphans(
     lake: &Lake,
     tables: &[TableRef],
+    dead_letter_table: Option<&str>,
     older_than: Duration,
     quarantine: Option<&str>,
     dry_run: bool,
@@ -154,7 +302,7 @@ pub fn heal_orphans(
             outside += 1;
             continue;
         };
-        let verdict = judge(lake, table, &path);
+        let verdict = judge(lake, table, &path, dead_letter_table);
         match &verdict {
             Verdict::Register { rows } => {
                 println!(
@@ -163,24 +311,27 @@ pub fn heal_orphans(
                 )
             }
             Verdict::Quarantine { why } => println!("heal-orphans: {path}: move aside: {why}"),
+            Verdict::Leave { why, .. } => println!("heal-orphans: {path}: left in place: {why}"),
         }
         plan.push((table.clone(), path, verdict));
     }
-    let registering = plan
-        .iter()
-        .filter(|p| matches!(p.2, Verdict::Register { .. }))
-        .count();
+    let count = |f: fn(&Verdict) -> bool| plan.iter().filter(|p| f(&p.2)).count();
+    let registering = count(|v| matches!(v, Verdict::Register { .. }));
+    let moving = count(|v| matches!(v, Verdict::Quarantine { .. }));
+    let left = count(|v| matches!(v, Verdict::Leave { .. }));
+    let unsettled = count(|v| matches!(v, Verdict::Leave { problem: true, .. }));
     let summary = format!(
-        "{} orphaned files in the tables' folders: {registering} to register, {} to move to {root}; {outside} elsewhere (outside the tables' folders) left alone",
+        "{} orphaned files in the tables' folders: {registering} to register, {moving} to move to {root}, \
+         {left} left in place (never registered: duplicates of rows already written, files of Millpond's own tables; \
+         {unsettled} that need a person); {outside} elsewhere (outside the tables' folders) left alone",
         plan.len(),
-        plan.len() - registering
     );
-    if dry_run || plan.is_empty() {
+    if dry_run || registering + moving == 0 {
         println!(
             "heal-orphans: {summary}{}",
             if dry_run { " (dry run)" } else { "" }
         );
-        return Ok(true);
+        return Ok(unsettled == 0);
     }
     ask.confirm(&lake.cfg, &format!("heal orphans: {summary}"))?;
     let storage = Storage::for_lake(&lake.cfg)?;
@@ -199,12 +350,15 @@ pub fn heal_orphans(
                 let to = format!("{root}{}", path.strip_prefix(data_path.as_str()).unwrap_or(path));
                 storage.move_file(path, &to).map(|_| moved += 1)
             }
+            Verdict::Leave { .. } => Ok(()),
         };
         if let Err(e) = done {
             println!("heal-orphans: {path}: failed: {e:#}");
             failed += 1;
         }
     }
-    println!("heal-orphans: {registered} registered, {moved} moved to {root}, {failed} failed");
-    Ok(failed == 0)
+    println!(
+        "heal-orphans: {registered} registered, {moved} moved to {root}, {left} left in place, {failed} failed"
+    );
+    Ok(failed == 0 && unsettled == 0)
 }

@@ -1,75 +1,73 @@
 //! bootstrap-indexes: the btrees on the Postgres catalog that DuckLake does
 //! not create itself (it makes only primary keys). The writer's
-//! `catalog_indexes.rs` lists them and builds one itself. Without them the
-//! catalog scans whole tables for the queries maintenance and large lakes
-//! run most.
-//! Each is built with CREATE INDEX CONCURRENTLY IF NOT EXISTS, outside a
-//! transaction, so writers keep committing while it builds.
+//! `catalog_indexes.rs` lists them, holds the one rule for building them
+//! (CREATE INDEX CONCURRENTLY IF NOT EXISTS outside a transaction, so
+//! writers keep committing; an invalid index an interrupted build left is
+//! dropped concurrently and built again) and builds one itself. Without
+//! them the catalog scans whole tables for the queries maintenance and
+//! large lakes run most.
+//!
+//! It takes no maintenance lock: it changes no row of the lake, a long
+//! build must not hold up the scheduled maintenance, and two runs at once
+//! meet IF NOT EXISTS (an index another session is building is left to it).
 use anyhow::bail;
 
-use super::catalog::{as_string, Lake, META};
-use millpond_writer::lake_api::literal;
-use millpond_writer::lake_api::Catalog;
+use super::catalog::{Lake, META};
 pub use millpond_writer::lake_api::INDEXES;
+use millpond_writer::lake_api::{
+    ensure_index, index_state, index_states, index_steps, scrub, Built, Catalog, IndexState,
+};
 
-pub fn create_sql(name: &str, table: &str, columns: &str) -> String {
-    format!("CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} ({columns})")
-}
-
-/// Our indexes in the catalog's schema, with whether each is valid (a
-/// concurrent build that failed leaves an invalid index behind).
-fn existing(lake: &Lake) -> anyhow::Result<Vec<(String, bool)>> {
-    let q = "SELECT c.relname::TEXT, i.indisvalid::TEXT FROM pg_index i \
-             JOIN pg_class c ON c.oid = i.indexrelid \
-             JOIN pg_namespace n ON n.oid = c.relnamespace \
-             WHERE n.nspname = current_schema() AND c.relname LIKE 'millpond\\_%'";
-    Ok(lake
-        .rows(&format!(
-            "SELECT * FROM postgres_query({}, {})",
-            literal(META),
-            literal(q)
-        ))?
-        .iter()
-        .map(|r| (as_string(&r[0]), as_string(&r[1]) == "true"))
-        .collect())
-}
-
-/// Returns how many indexes were created.
+/// Returns how many indexes were built (or built again).
 pub fn bootstrap(lake: &Lake, dry_run: bool) -> anyhow::Result<usize> {
     if !matches!(lake.cfg.catalog, Catalog::Postgres { .. }) {
         bail!("bootstrap-indexes is for the Postgres catalog; the embedded catalog needs none");
     }
     println!("target: {}", lake.cfg.describe());
-    let before = existing(lake)?;
-    let mut created = 0;
-    for (name, table, columns) in INDEXES {
-        let sql = create_sql(name, table, columns);
-        if before.iter().any(|(n, _)| n == name) {
-            println!("bootstrap-indexes: {name} exists");
-            continue;
-        }
+    let error = |e: duckdb::Error| anyhow::anyhow!("{}", scrub(&lake.cfg, &e.to_string()));
+    let before = index_states(lake.conn(), META).map_err(error)?;
+    let mut built = 0;
+    for index in &INDEXES {
+        let (name, table, columns) = *index;
+        let state = index_state(&before, name);
         if dry_run {
-            println!("bootstrap-indexes: would run {sql}");
+            match index_steps(index, state).as_slice() {
+                [] => println!("bootstrap-indexes: {name} exists ({state:?})"),
+                steps => println!("bootstrap-indexes: would run {}", steps.join("; ")),
+            }
             continue;
         }
-        lake.exec(&format!(
-            "CALL postgres_execute({}, {}, use_transaction => false)",
-            literal(META),
-            literal(&sql)
-        ))?;
-        println!("bootstrap-indexes: created {name} on {table} ({columns})");
-        created += 1;
+        match ensure_index(lake.conn(), META, index).map_err(error)? {
+            Built::Present => println!("bootstrap-indexes: {name} exists"),
+            Built::Created => {
+                println!("bootstrap-indexes: created {name} on {table} ({columns})");
+                built += 1;
+            }
+            Built::Rebuilt => {
+                println!(
+                    "bootstrap-indexes: {name} was invalid (an interrupted build): dropped and built again on {table} ({columns})"
+                );
+                built += 1;
+            }
+            Built::LeftToOtherBuild => {
+                println!("bootstrap-indexes: {name} is being built by another session")
+            }
+        }
     }
-    let invalid: Vec<String> = existing(lake)?
+    if dry_run {
+        return Ok(0);
+    }
+    let invalid: Vec<String> = index_states(lake.conn(), META)
+        .map_err(error)?
         .into_iter()
-        .filter(|(_, valid)| !valid)
-        .map(|(n, _)| n)
+        .filter(|(_, s)| *s != IndexState::Valid)
+        .map(|(n, s)| format!("{n} ({s:?})"))
         .collect();
     if !invalid.is_empty() {
         bail!(
-            "invalid indexes (a concurrent build failed): {}; DROP INDEX CONCURRENTLY each and run bootstrap-indexes again",
+            "indexes not valid yet: {}; a build another session runs finishes on its own, run bootstrap-indexes again after it",
             invalid.join(", ")
         );
     }
-    Ok(created)
+    Ok(built)
 }

@@ -23,6 +23,7 @@ mod fsck;
 mod heal;
 mod indexes;
 mod lifecycle;
+mod lock;
 mod maintain;
 mod metrics;
 mod native;
@@ -38,7 +39,7 @@ mod units;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use millpond_shared::config::Env;
 
 pub use indexes::INDEXES;
@@ -52,7 +53,11 @@ use self::confirm::Ask;
 const NAME: &str = "millpond-lake";
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let cfg = match ToolConfig::from_env(&Env::from_process()) {
         Ok(c) => c,
         Err(e) => {
@@ -68,7 +73,13 @@ pub fn main() -> ExitCode {
     };
     let _logs = logs.then(|| millpond_shared::logging::init(&cfg.common, NAME));
     millpond_shared::heap::trim_every(cfg.common.heap_trim);
-    match dispatch::execute(cli.command, &cfg, &Ask::new(cli.yes)) {
+    millpond_shared::failpoint::arm(cfg.failpoint);
+    let line: Vec<String> = std::env::args().skip(1).collect();
+    let run = dispatch::Run {
+        holder: lock::Holder::me(matches.subcommand_name().unwrap_or(""), &line.join(" ")),
+        lock_wait: cli.lock_wait.unwrap_or(cfg.lock_wait),
+    };
+    match dispatch::execute(cli.command, &cfg, &Ask::new(cli.yes), &run) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {

@@ -14,6 +14,8 @@ use std::time::Duration;
 pub enum Process {
     Writer,
     Ingest,
+    /// `millpond-lake`, the maintenance tool.
+    Lake,
 }
 
 /// Every failpoint there is.
@@ -37,10 +39,13 @@ pub enum Failpoint {
     /// Ingest: abort after the writer's acknowledgement, before the Kafka
     /// commit.
     KillAfterAck,
+    /// millpond-lake: hold the catalog's maintenance lock, once taken,
+    /// before the command runs, so that a second run meets it.
+    PauseHoldingLakeLock,
 }
 
 impl Failpoint {
-    const ALL: [Failpoint; 7] = [
+    const ALL: [Failpoint; 8] = [
         Failpoint::KillAfterCommit,
         Failpoint::KillMidStream,
         Failpoint::PauseBeforeCommit,
@@ -48,6 +53,7 @@ impl Failpoint {
         Failpoint::PauseBeforePublish,
         Failpoint::PauseInClaim,
         Failpoint::KillAfterAck,
+        Failpoint::PauseHoldingLakeLock,
     ];
 
     pub fn name(self) -> &'static str {
@@ -59,12 +65,14 @@ impl Failpoint {
             Failpoint::PauseBeforePublish => "pause_before_publish",
             Failpoint::PauseInClaim => "pause_in_claim",
             Failpoint::KillAfterAck => "kill_after_ack",
+            Failpoint::PauseHoldingLakeLock => "pause_holding_lake_lock",
         }
     }
 
     fn process(self) -> Process {
         match self {
             Failpoint::KillAfterAck => Process::Ingest,
+            Failpoint::PauseHoldingLakeLock => Process::Lake,
             _ => Process::Writer,
         }
     }
@@ -181,7 +189,7 @@ mod tests {
             };
             let other = match p.process() {
                 Process::Writer => Process::Ingest,
-                Process::Ingest => Process::Writer,
+                Process::Ingest | Process::Lake => Process::Writer,
             };
             let armed = parse(&spec, p.process()).unwrap();
             assert_eq!(armed.point, p);

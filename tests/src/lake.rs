@@ -45,14 +45,18 @@ fn psql_in(db: &str, sql: &str) -> String {
     try_psql_in(db, sql).unwrap_or_else(|err| panic!("psql {sql}: {err}"))
 }
 
-fn try_psql_in(db: &str, sql: &str) -> Result<String, String> {
-    let dsn = format!(
+fn dsn(db: &str) -> String {
+    format!(
         "host={} port={} dbname={db} user={} password={} sslmode=disable",
         required_env("MILLPOND_TEST_PG_HOST"),
         required_env("MILLPOND_TEST_PG_PORT"),
         required_env("MILLPOND_TEST_PG_USER"),
         required_env("MILLPOND_TEST_PG_PASSWORD"),
-    );
+    )
+}
+
+fn try_psql_in(db: &str, sql: &str) -> Result<String, String> {
+    let dsn = dsn(db);
     let out = Command::new("psql")
         .args([&dsn, "-v", "ON_ERROR_STOP=1", "-qAtc", sql])
         .output()
@@ -379,6 +383,21 @@ impl Lake {
             .as_ref()
             .expect("only the Postgres backend has a catalog database");
         psql_in(db, sql)
+    }
+
+    /// Starts psql running `sql` in the catalog's database in the
+    /// background: a session the test holds open (a long transaction).
+    pub fn catalog_psql_spawn(&self, sql: &str) -> std::process::Child {
+        let db = self
+            .pg_database
+            .as_ref()
+            .expect("only the Postgres backend has a catalog database");
+        Command::new("psql")
+            .args([&dsn(db), "-v", "ON_ERROR_STOP=1", "-qAtc", sql])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run psql")
     }
 
     /// Where the data files are: a folder or an `s3://` prefix, ending in `/`.

@@ -41,23 +41,44 @@ impl Run {
 
 /// `millpond-lake <args>` with the lake's env (as a writer of it gets),
 /// plus `extra`, with no terminal on stdin (as in a CronJob).
-pub fn lake_cli_with(lake: &Lake, extra: &[(&str, &str)], args: &[&str]) -> Run {
-    let out = Command::new(binary("millpond-lake"))
-        .env_clear()
+fn command(lake: &Lake, extra: &[(&str, &str)], args: &[&str]) -> Command {
+    let mut c = Command::new(binary("millpond-lake"));
+    c.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", std::env::var("HOME").unwrap_or_default())
         .env("MILLPOND_LOG_FORMAT", "text")
         .envs(lake.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .envs(extra.iter().copied())
         .args(args)
-        .stdin(Stdio::null())
+        .stdin(Stdio::null());
+    c
+}
+
+pub fn lake_cli_with(lake: &Lake, extra: &[(&str, &str)], args: &[&str]) -> Run {
+    let out = command(lake, extra, args)
         .output()
         .expect("run millpond-lake");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    Run::from(out)
+}
+
+impl From<std::process::Output> for Run {
+    fn from(out: std::process::Output) -> Run {
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
     }
+}
+
+/// `millpond-lake <args>` started in the background (as [`lake_cli_with`]);
+/// `wait_with_output` and `Run::from` give its run.
+pub fn spawn_lake_cli(lake: &Lake, extra: &[(&str, &str)], args: &[&str]) -> std::process::Child {
+    command(lake, extra, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start millpond-lake")
 }
 
 pub fn lake_cli(lake: &Lake, args: &[&str]) -> Run {

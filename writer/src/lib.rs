@@ -12,14 +12,18 @@ pub mod sink;
 /// modules: keep these names here when those modules move.
 #[cfg(feature = "ducklake")]
 pub mod lake_api {
-    pub use crate::sink::dead_letters::table_setting;
-    pub use crate::sink::ducklake::catalog_indexes::{INDEXES, PER_COMMIT};
+    pub use crate::sink::dead_letters::{table_setting, COORDINATES, FLUSH_ID};
+    pub use crate::sink::ducklake::catalog_indexes::{
+        ensure as ensure_index, state_of as index_state, states as index_states,
+        steps as index_steps, Built, State as IndexState, INDEXES, PER_COMMIT,
+    };
     pub use crate::sink::ducklake::classify::contended;
     pub use crate::sink::ducklake::config::{
         Catalog, EmbeddedFormat, LakeConfig, S3Config, LAST_RECORDS_TABLE, OFFSETS_TABLE,
     };
     pub use crate::sink::ducklake::connect::{open, reattach, scrub};
-    pub use crate::sink::ducklake::lake_config::memory_limit;
+    pub use crate::sink::ducklake::lake_config::{memory_limit, RootCert, SslMode};
+    pub use crate::sink::ducklake::names::{is_own_table, OWN_TABLE_PREFIX};
     pub use crate::sink::ducklake::session::Session;
     pub use crate::sink::ducklake::sql::{ident, literal};
 

@@ -64,6 +64,19 @@ fn count(pg: &TlsCluster, root: &Path, data: &Path) -> i64 {
         .unwrap()
 }
 
+/// `millpond-lake --yes <args>` with `env`: a changing command takes the
+/// maintenance lock on a connection of its own, over the same TLS.
+fn lake_cli(env: &[(String, String)], args: &[&str]) -> std::process::Output {
+    std::process::Command::new(millpond_tests::process::binary("millpond-lake"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// The log of a writer that must refuse to start.
 fn refused(mut env: Vec<(String, String)>, log_dir: &Path) -> String {
     env.push((
@@ -111,6 +124,17 @@ async fn verify_full_lands_with_the_catalog_ca_and_refuses_another() {
     assert_eq!(ack.outcome(), AckOutcome::Written, "{ack:?}");
     w.stop();
     assert_eq!(count(&pg, &root, &data), 100);
+    // The maintenance lock's own connection checks the certificate too.
+    let expire = ["--yes", "--lock-wait", "0s", "expire", "--keep-last", "100"];
+    let out = lake_cli(&verify(&root), &expire);
+    assert!(out.status.success(), "{out:?}");
+    let out = lake_cli(&verify(&other.pem_path), &expire);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("for the maintenance lock"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("certificate verify failed"), "{stderr}");
 
     // Another CA: the writer refuses to start, naming both settings, and
     // the password stays out of the message.

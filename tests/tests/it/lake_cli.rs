@@ -508,6 +508,7 @@ macro_rules! both_backends {
 }
 
 // The commands beyond DuckLake's own functions, each on both backends.
+mod lock;
 mod maintenance;
 mod repairs;
 
@@ -524,11 +525,30 @@ both_backends!(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bootstrap_indexes_builds_the_catalog_btrees_once() {
     let lake = Lake::new(Backend::PostgresS3, "events");
-    fill(&lake, 1, 20).await;
     let ours = "SELECT count(*), bool_and(i.indisvalid) FROM pg_index i \
                 JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname LIKE 'millpond\\_%'";
-    // The writer built the one every commit needs.
-    assert_eq!(lake.catalog_psql(ours), "1|t");
+    // The writer builds the one every commit needs, in the background of
+    // its start.
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    let range = OffsetRange::new("events", 0, 0, 19);
+    put(
+        &mut c,
+        &descriptor("f0", vec![range], 20),
+        vec![rows(0, 20)],
+    )
+    .await
+    .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while lake.catalog_psql(ours) != "1|t" {
+        assert!(
+            std::time::Instant::now() < until,
+            "{}",
+            lake.catalog_psql(ours)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    writer.stop();
     let dry = lake_cli(&lake, &["bootstrap-indexes", "--dry-run"]);
     assert!(
         dry.ok().contains("CREATE INDEX CONCURRENTLY IF NOT EXISTS"),

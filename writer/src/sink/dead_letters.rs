@@ -35,12 +35,19 @@ pub fn table_setting(
     Some(Some(name))
 }
 
+/// The columns that say which Kafka record a dead letter is: one record's
+/// letters (one per bad value, or one for the record) share them, and a
+/// flush written again under a new flush id repeats them.
+pub const COORDINATES: [&str; 3] = ["topic", "kafka_partition", "kafka_offset"];
+/// The column naming the flush that wrote a dead letter.
+pub const FLUSH_ID: &str = "flush_id";
+
 /// The Arrow form of a flush's dead letters, as the table's columns.
 pub fn batch(flush_id: &str, letters: &[&DeadLetter]) -> (SchemaRef, RecordBatch) {
     let schema = Arc::new(Schema::new(vec![
-        Field::new("topic", DataType::Utf8, false),
-        Field::new("kafka_partition", DataType::Int32, false),
-        Field::new("kafka_offset", DataType::Int64, false),
+        Field::new(COORDINATES[0], DataType::Utf8, false),
+        Field::new(COORDINATES[1], DataType::Int32, false),
+        Field::new(COORDINATES[2], DataType::Int64, false),
         Field::new(
             "kafka_timestamp",
             DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
@@ -51,7 +58,7 @@ pub fn batch(flush_id: &str, letters: &[&DeadLetter]) -> (SchemaRef, RecordBatch
         Field::new("column_name", DataType::Utf8, true),
         Field::new("live_type", DataType::Utf8, true),
         Field::new("original", DataType::Binary, false),
-        Field::new("flush_id", DataType::Utf8, false),
+        Field::new(FLUSH_ID, DataType::Utf8, false),
     ]));
     let text = |f: fn(&DeadLetter) -> &str| -> ArrayRef {
         Arc::new(StringArray::from_iter(letters.iter().map(|l| {

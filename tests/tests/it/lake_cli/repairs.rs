@@ -1,8 +1,13 @@
 //! The repairs: heal-orphans, dedup-deletions, purge-orphan-stats,
 //! repair-partition-values. Each test builds the broken state by hand,
 //! shows it broken, and shows the command's repair.
+use std::time::{Duration, Instant};
+
+use millpond_proto::{DeadLetter, OffsetRange};
+use millpond_tests::flight::{client, descriptor, put, rows};
 use millpond_tests::lake::{Backend, Lake};
 use millpond_tests::lake_cli::lake_cli;
+use millpond_tests::writer::Writer;
 
 use super::{checksum, fill, one, scheduled};
 
@@ -92,6 +97,118 @@ async fn heal_orphans_registers_lost_files_and_moves_the_rest_aside(backend: Bac
     );
     let left = lake_cli(&lake, &["find-orphans", "--older-than", "0s"]);
     assert_eq!(left.listed(), [stray], "{left:#?}");
+    lake_cli(&lake, &["fsck"]).ok();
+}
+
+/// One flush: 50 rows (offsets 0..49) and 50 dead letters (offsets
+/// 50..99) of partition 0, under `id`.
+fn flush_with_dead_letters(id: &str) -> millpond_proto::FlushDescriptor {
+    let mut d = descriptor(id, vec![OffsetRange::new("events", 0, 0, 99)], 50);
+    d.dead_letters = (50..100)
+        .map(|offset| DeadLetter {
+            topic: "events".into(),
+            partition: 0,
+            offset,
+            reason: "invalid_json".into(),
+            original: format!("{{oops {offset}").into_bytes(),
+            ..Default::default()
+        })
+        .collect();
+    d
+}
+
+/// A writer killed between writing a flush's files and its COMMIT leaves
+/// them in the tables' folders, unregistered; the flush sent again is
+/// written under a new flush id. heal-orphans must not register the old
+/// dead-letter file (its letters would be there twice) nor any file in
+/// Millpond's own tables (here an offsets file, as a larger flush leaves).
+async fn heal_orphans_never_registers_dead_letters_twice_or_into_millpond_tables(backend: Backend) {
+    let lake = Lake::new(backend, "events");
+    let dead = format!("{}main/events_dead_letters/", lake.data_path());
+    let mut doomed = Writer::start_with(
+        &lake,
+        &[("MILLPOND_FAILPOINT", "pause_before_commit:60000")],
+    );
+    let addr = doomed.addr.clone();
+    let pending = tokio::spawn(async move {
+        let mut c = client(&addr).await;
+        let _ = put(
+            &mut c,
+            &flush_with_dead_letters("doomed"),
+            vec![rows(0, 50)],
+        )
+        .await;
+    });
+    let until = Instant::now() + Duration::from_secs(40);
+    while lake.files_under(&dead).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "the dead letters were never written"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The files are written; the COMMIT never comes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    doomed.proc.kill9();
+    let _ = pending.await;
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    put(&mut c, &flush_with_dead_letters("again"), vec![rows(0, 50)])
+        .await
+        .unwrap();
+    writer.stop();
+    let letters =
+        "SELECT count(*), count(DISTINCT topic || '/' || kafka_partition || '/' || kafka_offset), \
+                   string_agg(DISTINCT flush_id, ',') FROM lake.main.events_dead_letters";
+    assert_eq!(lake.query(letters), ["50|50|again"]);
+    let orphans: Vec<String> = lake.files_under(&dead).into_keys().collect();
+    assert_eq!(
+        orphans.len(),
+        2,
+        "the killed flush's file and the resent one's: {orphans:?}"
+    );
+    // An offsets file the killed writer's transaction would leave: its
+    // ranges under its own flush id.
+    let offsets = format!(
+        "{}main/_millpond_offsets/ducklake-lost.parquet",
+        lake.data_path()
+    );
+    lake.reader()
+        .execute_batch(&format!(
+            "COPY (SELECT * REPLACE ('doomed' AS flush_id) FROM lake.main._millpond_offsets) TO '{offsets}' (FORMAT parquet)"
+        ))
+        .unwrap();
+    let recorded = lake.query("SELECT * FROM lake.main._millpond_offsets ORDER BY ALL");
+    let before = checksum(&lake);
+
+    let run = lake_cli(&lake, &["heal-orphans", "--older-than", "0s", "--yes"]);
+    let out = run.ok();
+    assert_eq!(
+        lake.query(letters),
+        ["50|50|again"],
+        "every dead letter once"
+    );
+    assert_eq!(
+        lake.query("SELECT * FROM lake.main._millpond_offsets ORDER BY ALL"),
+        recorded,
+        "the offsets as recorded"
+    );
+    assert!(
+        out.contains("a duplicate: all 50 of its dead letters (flush doomed) are already in main.events_dead_letters under flush again"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ducklake-lost.parquet: left in place: a file of Millpond's own table main._millpond_offsets"),
+        "{out}"
+    );
+    assert!(out.contains(" 0 registered"), "{out}");
+    assert_eq!(checksum(&lake), before);
+    let storage = lake.storage_files();
+    assert!(storage.contains_key(&offsets), "left in place");
+    assert!(
+        orphans.iter().all(|f| storage.contains_key(f)),
+        "left in place"
+    );
     lake_cli(&lake, &["fsck"]).ok();
 }
 
@@ -320,6 +437,7 @@ async fn repair_partition_values_sets_them_from_the_rows(backend: Backend) {
 
 both_backends!(
     heal_orphans_registers_lost_files_and_moves_the_rest_aside,
+    heal_orphans_never_registers_dead_letters_twice_or_into_millpond_tables,
     dedup_deletions_repairs_doubled_deletion_bookkeeping,
     purge_orphan_stats_removes_only_orphaned_rows,
     repair_partition_values_sets_them_from_the_rows
