@@ -27,12 +27,7 @@ pub struct Run {
 pub fn execute(command: Command, cfg: &ToolConfig, ask: &Ask, run: &Run) -> anyhow::Result<bool> {
     match command {
         Command::Run { recipes: names } => {
-            let changing: Vec<&str> = names
-                .iter()
-                .filter_map(|n| recipes::find(n))
-                .filter(|r| r.changes)
-                .map(|r| r.name)
-                .collect();
+            let changing = changing(&names);
             if changing.is_empty() {
                 return chain::run(&names, &mut |c| step(c, cfg, ask));
             }
@@ -44,8 +39,11 @@ pub fn execute(command: Command, cfg: &ToolConfig, ask: &Ask, run: &Run) -> anyh
                     changing.join(", ")
                 ),
             )?;
-            let _lock = hold(cfg, run)?;
-            chain::run(&names, &mut |c| step(c, cfg, ask))
+            let mut lock = hold(cfg, run)?;
+            chain::run(&names, &mut |c| {
+                lock.check()?;
+                step(c, cfg, ask)
+            })
         }
         other if changes(&other) => {
             let _lock = hold(cfg, run)?;
@@ -87,11 +85,18 @@ pub fn changes(command: &Command) -> bool {
         Command::Compact(args) => !args.dry_run,
         Command::Maintain(args) => !args.dry_run,
         Command::Checkpoint | Command::FlushInlined { .. } => true,
-        Command::Run { recipes } => recipes
-            .iter()
-            .filter_map(|n| recipes::find(n))
-            .any(|r| r.changes),
+        Command::Run { recipes } => !changing(recipes).is_empty(),
     }
+}
+
+/// The recipes of a chain that change the lake.
+fn changing(names: &[String]) -> Vec<&'static str> {
+    names
+        .iter()
+        .filter_map(|n| recipes::find(n))
+        .filter(|r| r.changes)
+        .map(|r| r.name)
+        .collect()
 }
 
 /// One command (a chain's step too), the lock already taken if it needs it.

@@ -12,7 +12,9 @@
 //! the flush is sent again. A file in a `_millpond_*` table's folder is
 //! left where it is and reported. A dead-letter file is registered only
 //! when none of its records (topic, partition, offset) is in the table
-//! under any flush id; a duplicate is left and reported, to delete or keep.
+//! under any flush id and the lake recorded every one of their offsets (a
+//! record past the recorded offsets is read again and its letter written
+//! by the pipeline); any other is left and reported, to delete or keep.
 use std::time::Duration;
 
 use anyhow::bail;
@@ -22,7 +24,9 @@ use super::confirm::Ask;
 use super::native::CatalogSql;
 use super::orphans::find_orphans;
 use super::storage::Storage;
-use millpond_writer::lake_api::{ident, is_own_table, literal, COORDINATES, FLUSH_ID};
+use millpond_writer::lake_api::{
+    ident, is_own_table, literal, COORDINATES, FLUSH_ID, OFFSETS_TABLE,
+};
 
 /// The column every Millpond row gets when written: a rewrite of the same
 /// records differs there, so it is left out when looking for them.
@@ -168,7 +172,10 @@ fn judge(lake: &Lake, table: &TableRef, path: &str, dead_letter_table: Option<&s
 
 /// A dead-letter file: registered only when none of its records (topic,
 /// partition, offset) has a letter in the table already, under any flush
-/// id; its letters differ from those only in `flush_id` and the write time.
+/// id (its letters differ from those only in `flush_id` and the write
+/// time), and the lake recorded the offsets of all of them: a record past
+/// the recorded offsets will be read again, and its letter written, by the
+/// pipeline.
 fn judge_dead_letters(
     lake: &Lake,
     table: &TableRef,
@@ -202,10 +209,13 @@ fn judge_dead_letters(
         }
     };
     let table_sql = table.sql();
+    let offsets = format!("lake.{}.{}", ident(&table.schema), ident(OFFSETS_TABLE));
     let sql = format!(
         "SELECT (SELECT count(*) FROM {file}), \
          (SELECT count(*) FROM {file} f WHERE EXISTS (SELECT 1 FROM {table_sql} t WHERE {same})), \
-         {}, {}",
+         {}, {}, \
+         (SELECT count(*) FROM {file} f WHERE f.kafka_offset > coalesce((SELECT max(o.last_offset) \
+          FROM {offsets} o WHERE o.topic = f.topic AND o.kafka_partition = f.kafka_partition), -1))",
         flush_ids(&format!(
             "(SELECT t.* FROM {table_sql} t WHERE EXISTS (SELECT 1 FROM {file} f WHERE {same}))"
         )),
@@ -226,11 +236,19 @@ fn judge_dead_letters(
             problem: true,
         };
     };
-    let (rows, dup) = (as_i64(&r[0]), as_i64(&r[1]));
+    let (rows, dup, unrecorded) = (as_i64(&r[0]), as_i64(&r[1]), as_i64(&r[4]));
     let (theirs, mine) = (as_string(&r[2]), as_string(&r[3]));
     match (rows, dup) {
         (0, _) => Verdict::Quarantine {
             why: "it holds no rows".into(),
+        },
+        (rows, 0) if unrecorded > 0 => Verdict::Leave {
+            why: format!(
+                "{unrecorded} of its {rows} dead letters (flush {mine}) are at offsets the lake has not \
+                 recorded: the pipeline reads those records again and writes their letters itself; \
+                 not registered: delete it or keep it"
+            ),
+            problem: false,
         },
         (rows, 0) => Verdict::Register { rows },
         (rows, dup) if dup == rows => Verdict::Leave {
@@ -322,7 +340,7 @@ pub fn heal_orphans(
     let unsettled = count(|v| matches!(v, Verdict::Leave { problem: true, .. }));
     let summary = format!(
         "{} orphaned files in the tables' folders: {registering} to register, {moving} to move to {root}, \
-         {left} left in place (never registered: duplicates of rows already written, files of Millpond's own tables; \
+         {left} left in place (never registered: duplicates of rows already written, dead letters the pipeline will write again, files of Millpond's own tables; \
          {unsettled} that need a person); {outside} elsewhere (outside the tables' folders) left alone",
         plan.len(),
     );

@@ -241,14 +241,17 @@ impl Delivery {
     /// landed: leaving them out would lose them, so ingest stops instead.
     fn prove_from_kafka(&self, range: &OffsetRange, want: &Rebuild) -> anyhow::Result<()> {
         let reader = crate::kafka::build_reread_consumer(&self.cfg, self.metrics.clone())?;
-        let why = match identity::compare(&reader, range)? {
-            Identity::Same => return Ok(()),
+        let found = identity::compare(&reader, range)?;
+        if found.stands(range) {
+            return Ok(());
+        }
+        let why = match found {
             Identity::Different { recorded, found } => format!(
                 "the record Kafka holds at offset {} ({found}) is not the record the lake recorded there ({recorded})",
                 range.last
             ),
-            Identity::Unknown => format!(
-                "the lake kept no record of what it wrote at offset {} (or Kafka no longer holds that offset), so nothing shows they are Kafka's records",
+            _ => format!(
+                "the lake kept no record of what it wrote at offset {}, so nothing shows they are Kafka's records",
                 range.last
             ),
         };

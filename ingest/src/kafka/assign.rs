@@ -68,12 +68,12 @@ pub enum ResumeError {
     #[error(
         "partition {partition}: the lake recorded offsets {first}..={last} but kept no record of what it \
          wrote at offset {last} (a file replayed under the pipeline's topic, or a flush made by hand), and \
-         the group committed {}: resuming at offset {} would skip offsets {}..={last}, whose records may \
+         the group's committed offset is {}: resuming at offset {} would skip offsets {}..={last}, whose records may \
          never have landed, so ingest does not start. If a replay recorded them, delete its ranges of \
          partition {partition} from the lake's _millpond_offsets table (and its rows, if they should not \
          stay); if the pipeline wrote them, commit the group's offset of partition {partition} to {}. Then \
          restart ingest",
-        committed.map_or("nothing".to_owned(), |c| format!("up to offset {c}")),
+        committed.map_or("none".to_owned(), |c| format!("{c} (the next offset to read)")),
         last + 1,
         committed.map_or(*first, |c| c.max(*first)),
         last + 1
@@ -113,7 +113,11 @@ impl Resume {
         (low, high): (i64, i64),
         reset: OffsetReset,
     ) -> Resume {
-        let position = committed.max(lake_next);
+        // A committed offset past the partition's end names nothing Kafka
+        // holds (a truncated log): the lake's position, inside the log
+        // (LakeAhead refused it otherwise), stands on its own.
+        let committed_in_log = committed.filter(|c| *c <= high || lake_next.is_none());
+        let position = committed_in_log.max(lake_next);
         Resume {
             partition,
             committed,
@@ -273,15 +277,21 @@ fn check_lake(
     if range.last < low {
         return Ok(());
     }
-    if range.last_record().is_none() && committed.is_none_or(|c| c <= range.last) {
-        return Err(ResumeError::Unproven {
-            partition: p,
-            first: range.first,
-            last: range.last,
-            committed,
-        });
+    let found = identity(range);
+    if let Ok(found) = &found {
+        if !found.stands(range)
+            && !matches!(found, Identity::Different { .. })
+            && committed.is_none_or(|c| c <= range.last)
+        {
+            return Err(ResumeError::Unproven {
+                partition: p,
+                first: range.first,
+                last: range.last,
+                committed,
+            });
+        }
     }
-    match identity(range) {
+    match found {
         Ok(Identity::Different { recorded, found }) => Err(ResumeError::Recreated {
             topic: topic.to_owned(),
             partition: p,
@@ -368,6 +378,9 @@ mod tests {
     fn a_committed_offset_past_the_end_is_brought_back_to_the_reset_target() {
         let r = Resume::resolve(0, Some(500), None, (10, 100), Earliest);
         assert_eq!((r.position(), r.to_commit()), (10, Some(10)));
+        // The lake's position inside the log stands, even with latest.
+        let r = Resume::resolve(0, Some(500), Some(40), (10, 100), Latest);
+        assert_eq!((r.position(), r.to_commit()), (40, Some(40)));
     }
 
     /// Offsets the group has not committed stand only with a record that

@@ -31,6 +31,22 @@ pub enum Identity {
     },
 }
 
+impl Identity {
+    /// Whether offsets the lake recorded stand for Kafka's records there:
+    /// the same record at their end, or none Kafka still holds there of a
+    /// range that kept its record (recorded from Kafka's records, then
+    /// compacted away). A range that kept no record proves nothing (a file
+    /// replayed under the topic, a flush made by hand); another record
+    /// disproves. One rule for startup and for an overlap while running.
+    pub fn stands(&self, range: &OffsetRange) -> bool {
+        match self {
+            Identity::Same => true,
+            Identity::Different { .. } => false,
+            Identity::Unknown => range.last_record().is_some(),
+        }
+    }
+}
+
 /// Compares the record `reader` (a consumer of its own, see
 /// `build_reread_consumer`) finds at `range.last` with the one the lake
 /// recorded. Call it only when Kafka holds the offset (between the
@@ -64,5 +80,33 @@ pub fn lazily(
             reader = Some(make()?);
         }
         compare(reader.as_ref().expect("just made"), range)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_offsets_stand_only_on_their_record() {
+        let bare = OffsetRange::new("events", 0, 100, 119);
+        let kept = bare.clone().with_last_record(Some(LastRecord {
+            timestamp_ms: None,
+            checksum: 1,
+        }));
+        let other = Identity::Different {
+            recorded: LastRecord {
+                timestamp_ms: None,
+                checksum: 1,
+            },
+            found: LastRecord {
+                timestamp_ms: None,
+                checksum: 2,
+            },
+        };
+        assert!(Identity::Same.stands(&kept));
+        assert!(Identity::Unknown.stands(&kept), "compacted away");
+        assert!(!Identity::Unknown.stands(&bare), "a range that kept none");
+        assert!(!other.stands(&kept));
     }
 }

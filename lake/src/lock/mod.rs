@@ -63,6 +63,19 @@ pub enum LakeLock {
     NoCatalog,
 }
 
+impl LakeLock {
+    /// Whether the lock is still held: a Postgres lock goes with its
+    /// connection, which an idle timeout, a proxy or the network may end
+    /// while the run works. A chain checks before each step and stops
+    /// rather than go on unlocked beside another run.
+    pub fn check(&mut self) -> anyhow::Result<()> {
+        match self {
+            LakeLock::Postgres { _held } => _held.check(),
+            LakeLock::File { .. } | LakeLock::NoCatalog => Ok(()),
+        }
+    }
+}
+
 /// Takes the lake's maintenance lock, waiting at most `wait` for another
 /// run to release it; the error names the holder.
 pub fn take(cfg: &LakeConfig, me: &Holder, wait: Duration) -> anyhow::Result<LakeLock> {
@@ -114,27 +127,9 @@ fn host_name() -> String {
 
 /// `2026-12-05T04:10:00Z` for a time since the epoch (UTC).
 fn utc(t: std::time::SystemTime) -> String {
-    let secs = t
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    chrono::DateTime::<chrono::Utc>::from(t)
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 #[cfg(test)]

@@ -26,6 +26,30 @@ pub struct PgLock {
     client: Client,
 }
 
+impl PgLock {
+    /// Still held by this session: the connection answers and Postgres
+    /// lists the lock as this backend's.
+    pub fn check(&mut self) -> anyhow::Result<()> {
+        let (hi, lo) = ((KEY >> 32) & 0xffff_ffff, KEY & 0xffff_ffff);
+        let held: anyhow::Result<i64> = self
+            .client
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory' \
+                 AND granted AND objsubid = 1 AND classid::bigint = $1 AND objid::bigint = $2",
+                &[&hi, &lo],
+            )
+            .map(|r| r.get(0))
+            .map_err(Into::into);
+        match held {
+            Ok(n) if n > 0 => Ok(()),
+            Ok(_) => anyhow::bail!("the maintenance lock is no longer held by this run; stopping before its next step"),
+            Err(e) => Err(e.context(
+                "the maintenance lock's connection ended (and the lock with it); stopping before the next step",
+            )),
+        }
+    }
+}
+
 impl Drop for PgLock {
     fn drop(&mut self) {
         let _ = self
@@ -42,6 +66,19 @@ pub fn take(
 ) -> anyhow::Result<PgLock> {
     let mut client = connect(catalog, &me.application_name())
         .with_context(|| format!("connect to {target} for the maintenance lock"))?;
+    // The server ends an idle session (idle_session_timeout, Postgres 14+)
+    // only if told to; and it notices a run whose node died within about a
+    // minute, releasing the lock, rather than after the system's two hours.
+    for setting in [
+        "SET idle_session_timeout = 0",
+        "SET tcp_keepalives_idle = 30",
+        "SET tcp_keepalives_interval = 10",
+        "SET tcp_keepalives_count = 3",
+    ] {
+        if let Err(e) = client.batch_execute(setting) {
+            tracing::debug!(setting, error = %e, "a maintenance lock session setting was refused");
+        }
+    }
     let taken: bool = client
         .query_one("SELECT pg_try_advisory_lock($1)", &[&KEY])?
         .get(0);
@@ -123,7 +160,13 @@ fn connect(catalog: &Catalog, application_name: &str) -> anyhow::Result<Client> 
         .user(username)
         .password(password.expose())
         .application_name(application_name)
-        .connect_timeout(Duration::from_secs(30));
+        .connect_timeout(Duration::from_secs(30))
+        // The connection idles while the run works: keepalives tell a
+        // dead catalog link from a quiet one.
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(30))
+        .keepalives_interval(Duration::from_secs(10))
+        .keepalives_retries(3);
     if tls.mode == SslMode::Disable {
         config.ssl_mode(PgSslMode::Disable);
         return Ok(config.connect(NoTls)?);

@@ -87,7 +87,14 @@ impl SinkError {
     /// not make the writer unready, or a rollout would wait on the very pod
     /// whose old owner it has yet to replace.
     pub fn is_fault(&self) -> bool {
-        !matches!(
+        !self.is_refusal()
+    }
+
+    /// Refused for now: another writer's lease, a streamed flush to send
+    /// whole, offsets recorded under another cut. Never retried in the
+    /// writer: the sender waits, resends or reads the offsets again.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
             self.kind,
             SinkErrorKind::Leased | SinkErrorKind::Overlap | SinkErrorKind::ResendWhole
         )

@@ -114,10 +114,7 @@ pub fn count(metrics: &WriterMetrics, error: &SinkError) {
 /// Refused for now: another writer's lease, a streamed flush to send
 /// whole, offsets recorded under another cut. Never retried in the writer.
 pub fn is_refusal(error: &SinkError) -> bool {
-    matches!(
-        error.kind,
-        SinkErrorKind::Leased | SinkErrorKind::ResendWhole | SinkErrorKind::Overlap
-    )
+    error.is_refusal()
 }
 
 #[cfg(test)]

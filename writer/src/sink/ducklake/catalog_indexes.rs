@@ -124,8 +124,10 @@ pub enum Built {
     LeftToOtherBuild,
 }
 
-/// `CREATE INDEX CONCURRENTLY IF NOT EXISTS`: two builds of one name at once
-/// leave one (the second returns at once).
+/// `CREATE INDEX CONCURRENTLY IF NOT EXISTS`: of two builds of one name at
+/// once, the second returns at once, or (started before the first's entry
+/// was committed) fails on the name: harmless, the build is best effort and
+/// the next start or `bootstrap-indexes` finds the index.
 pub fn create_sql(name: &str, table: &str, columns: &str) -> String {
     format!("CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} ({columns})")
 }

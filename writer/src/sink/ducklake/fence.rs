@@ -272,11 +272,14 @@ impl Fence {
             own_fence(cfg, &self.owner)
         );
         let attempt = || {
-            super::commit_lock::begin_on(lock, conn)?;
-            conn.execute_batch(&sql).map_err(|e| {
+            let done = super::commit_lock::begin_on(lock, conn)
+                .and_then(|()| conn.execute_batch(&sql).map_err(|e| e.to_string()));
+            if done.is_err() {
+                // Whatever failed, the next attempt starts from no open
+                // transaction.
                 let _ = conn.execute_batch("ROLLBACK");
-                e.to_string()
-            })
+            }
+            done
         };
         match CLAIM.retry_blocking(attempt, |_| true) {
             Ok(()) => tracing::info!(partitions = self.held.len(), "partition leases released"),
