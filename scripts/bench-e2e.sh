@@ -61,8 +61,9 @@ esac
 if [ -n "${BENCH_JSONL:-}" ]; then
     [ -f "$BENCH_JSONL" ] || millpond_die "BENCH_JSONL=$BENCH_JSONL: no such file"
     events=$(grep -c . "$BENCH_JSONL")
-    cargo build --release -p millpond-ingest --bin millpond-mock-broker >&2
-    "$CARGO_TARGET_DIR/release/millpond-mock-broker" --topic events --partitions "${BENCH_PARTITIONS:-64}" \
+    broker_bin=${BENCH_BIN:-$CARGO_TARGET_DIR/release}/millpond-mock-broker
+    [ -n "${BENCH_BIN:-}" ] || cargo build --release -p millpond-ingest --bin millpond-mock-broker >&2
+    "$broker_bin" --topic events --partitions "${BENCH_PARTITIONS:-64}" \
         --jsonl "$BENCH_JSONL" >"$dir/broker.out" 2>"$dir/broker.log" &
     broker=$!
     for _ in $(seq 1200); do grep -q BOOTSTRAP= "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done

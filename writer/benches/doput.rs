@@ -64,7 +64,7 @@ fn bench(c: &mut Criterion) {
                 ranges: vec![OffsetRange::new("events", 0, next, next + ROWS as i64 - 1)],
                 schema: schema.clone(),
                 batches: batches.clone(),
-                dead_letters: vec![],
+                dead_letters: Default::default(),
                 streamed: None,
             };
             next += ROWS as i64;
@@ -121,7 +121,7 @@ fn bench(c: &mut Criterion) {
                     trigger: FlushTrigger::Size as i32,
                     ranges: vec![OffsetRange::new("events", 0, next, next + ROWS as i64 - 1)],
                     expected_rows: ROWS,
-                    dead_letters: vec![],
+                    dead_letters: Default::default(),
                     trailer: false,
                 };
                 next += ROWS as i64;

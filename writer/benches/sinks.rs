@@ -110,7 +110,7 @@ fn main() {
             } else {
                 batches.clone()
             },
-            dead_letters: vec![],
+            dead_letters: Default::default(),
             streamed: token,
         };
         let deadline = sink.deadline();

@@ -6,6 +6,7 @@
 //! [`Pending::cut`] takes the whole as one flush. [`Pending::add`] admits
 //! every row, with no stages between.
 mod columns;
+pub mod cost;
 mod ranges;
 mod rows;
 #[cfg(test)]
@@ -75,9 +76,6 @@ impl Default for Limits {
         }
     }
 }
-
-/// Bytes a dead letter holds besides its key and original bytes.
-const DEAD_LETTER_OVERHEAD: usize = 64;
 
 #[derive(Default)]
 pub struct Pending {
@@ -342,7 +340,7 @@ impl Pending {
     }
 
     fn dead_letter(&mut self, l: DeadLetter) {
-        self.bytes += DEAD_LETTER_OVERHEAD + l.original.len() + l.key.as_ref().map_or(0, Vec::len);
+        self.bytes += cost::dead_letter(&l);
         self.dead_letters.push(l);
     }
 

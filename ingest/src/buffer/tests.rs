@@ -337,7 +337,7 @@ fn records_become_rows_dead_letters_or_tombstones_and_every_offset_is_covered() 
         .dead_letters
         .iter()
         .all(|l| l.key.as_deref() == Some(&b"k"[..]) && l.topic == "t"));
-    assert!(cut.bytes > 4 * DEAD_LETTER_OVERHEAD);
+    assert!(cut.bytes > 4 * std::mem::size_of::<DeadLetter>());
     assert!(p.is_empty() && p.bytes() == 0);
     let empty = p.cut("t", FlushTrigger::Time, "g".into()).unwrap();
     assert!(empty.descriptor.dead_letters.is_empty() && empty.descriptor.ranges.is_empty());

@@ -1,5 +1,6 @@
 //! The ingest crate's integration tests, one test binary; each module was a
 //! binary of its own.
+mod dead_letter_cost;
 mod hostile_soak;
 mod reread;
 mod retention;

@@ -7,6 +7,8 @@ use millpond_proto::{
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
+use crate::sink::letters::Letters;
+
 /// How the client encoded its descriptor; the ack mirrors it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
@@ -14,16 +16,62 @@ pub enum Encoding {
     Json,
 }
 
+/// A descriptor as received: its dead letters apart, already columns.
+#[derive(Debug)]
+pub struct Decoded {
+    /// The descriptor without its dead letters.
+    pub desc: FlushDescriptor,
+    pub letters: Letters,
+    pub encoding: Encoding,
+}
+
+/// `FlushDescriptor` with its dead letters left encoded: each a slice of
+/// the received buffer, decoded one at a time into [`Letters`].
+#[derive(Clone, PartialEq, prost::Message)]
+struct WireDescriptor {
+    #[prost(string, tag = "1")]
+    flush_id: String,
+    #[prost(enumeration = "FlushTrigger", tag = "2")]
+    trigger: i32,
+    #[prost(message, repeated, tag = "3")]
+    ranges: Vec<OffsetRange>,
+    #[prost(uint64, tag = "4")]
+    expected_rows: u64,
+    #[prost(bytes = "bytes", repeated, tag = "5")]
+    dead_letters: Vec<Bytes>,
+    #[prost(bool, tag = "6")]
+    trailer: bool,
+}
+
 /// Parses `cmd`: JSON when it starts with `{`, protobuf otherwise.
-pub fn decode_descriptor(cmd: &[u8]) -> Result<(FlushDescriptor, Encoding), String> {
+pub fn decode_descriptor(cmd: Bytes) -> Result<Decoded, String> {
     if cmd.first() == Some(&b'{') {
         let d: JsonDescriptor =
-            serde_json::from_slice(cmd).map_err(|e| format!("descriptor JSON: {e}"))?;
-        return Ok((d.into(), Encoding::Json));
+            serde_json::from_slice(&cmd).map_err(|e| format!("descriptor JSON: {e}"))?;
+        let mut desc = FlushDescriptor::from(d);
+        let letters = Letters::of(&desc.dead_letters);
+        desc.dead_letters = Vec::new();
+        return Ok(Decoded {
+            desc,
+            letters,
+            encoding: Encoding::Json,
+        });
     }
-    FlushDescriptor::decode(cmd)
-        .map(|d| (d, Encoding::Protobuf))
-        .map_err(|e| format!("descriptor protobuf: {e}"))
+    let w = WireDescriptor::decode(cmd).map_err(|e| format!("descriptor protobuf: {e}"))?;
+    let letters =
+        Letters::decode(w.dead_letters).map_err(|e| format!("descriptor dead letter: {e}"))?;
+    Ok(Decoded {
+        desc: FlushDescriptor {
+            flush_id: w.flush_id,
+            trigger: w.trigger,
+            ranges: w.ranges,
+            expected_rows: w.expected_rows,
+            dead_letters: Vec::new(),
+            trailer: w.trailer,
+        },
+        letters,
+        encoding: Encoding::Protobuf,
+    })
 }
 
 #[derive(Deserialize)]
@@ -177,19 +225,20 @@ mod tests {
 
     #[test]
     fn json_descriptor_round_trip() {
-        let (d, enc) = decode_descriptor(
+        let r = decode_descriptor(Bytes::from_static(
             br#"{"flush_id":"f1","trigger":"size","ranges":[{"topic":"t","partition":2,"first":5,"last":9}]}"#,
-        )
+        ))
         .unwrap();
-        assert_eq!(enc, Encoding::Json);
+        let d = r.desc;
+        assert_eq!(r.encoding, Encoding::Json);
         assert_eq!(d.flush_id, "f1");
         assert_eq!(d.trigger(), FlushTrigger::Size);
         assert_eq!(d.ranges, vec![OffsetRange::new("t", 2, 5, 9)]);
-        assert!(decode_descriptor(br#"{"ranges":[]}"#)
+        assert!(decode_descriptor(Bytes::from_static(br#"{"ranges":[]}"#))
             .unwrap_err()
             .contains("flush_id"));
         assert!(
-            decode_descriptor(br#"{"flush_id":"f","rangez":[]}"#)
+            decode_descriptor(Bytes::from_static(br#"{"flush_id":"f","rangez":[]}"#))
                 .unwrap_err()
                 .contains("rangez"),
             "a misspelt field is an error, not silently ignored"
@@ -198,19 +247,21 @@ mod tests {
 
     #[test]
     fn json_descriptor_carries_dead_letters() {
-        let (d, _) = decode_descriptor(
+        let r = decode_descriptor(Bytes::from_static(
             br#"{"flush_id":"f2","ranges":[{"topic":"t","partition":0,"first":0,"last":1}],
                 "dead_letters":[{"topic":"t","partition":0,"offset":1,"timestamp_ms":null,
                 "key":"k","reason":"invalid_json","original":"{oops"}]}"#,
-        )
+        ))
         .unwrap();
-        assert_eq!(d.dead_letters.len(), 1);
-        let l = &d.dead_letters[0];
-        assert_eq!((l.offset, l.reason.as_str()), (1, "invalid_json"));
-        assert_eq!(
-            (l.key.as_deref(), l.original.as_slice()),
-            (Some(&b"k"[..]), &b"{oops"[..])
-        );
+        let want = DeadLetter {
+            topic: "t".into(),
+            offset: 1,
+            key: Some(b"k".to_vec()),
+            reason: "invalid_json".into(),
+            original: b"{oops".to_vec(),
+            ..Default::default()
+        };
+        assert_eq!(r.letters.rows("f2"), Letters::of([&want]).rows("f2"));
     }
 
     #[test]
@@ -250,7 +301,13 @@ mod tests {
             }],
             trailer: true,
         };
-        let (back, enc) = decode_descriptor(&d.encode_to_vec()).unwrap();
-        assert_eq!((back, enc), (d, Encoding::Protobuf));
+        let r = decode_descriptor(Bytes::from(d.encode_to_vec())).unwrap();
+        assert_eq!(r.encoding, Encoding::Protobuf);
+        assert_eq!(r.letters.rows("x"), Letters::of(&d.dead_letters).rows("x"));
+        let without = FlushDescriptor {
+            dead_letters: Vec::new(),
+            ..d
+        };
+        assert_eq!(r.desc, without);
     }
 }

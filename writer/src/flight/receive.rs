@@ -13,7 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use millpond_shared::failpoint::{self, Failpoint};
 use tonic::{Request, Status, Streaming};
 
-use super::codec::{decode_descriptor, Encoding};
+use super::codec::{decode_descriptor, Decoded, Encoding};
 use super::status::{failure_status, flight_to_status, too_large};
 use crate::sink::WriteFailure;
 use crate::sink::{Flush, SharedSink};
@@ -45,7 +45,11 @@ pub async fn receive(
         .ok_or_else(|| {
             Status::invalid_argument("the first DoPut message must carry a FlightDescriptor whose cmd is a FlushDescriptor")
         })?;
-    let (head, enc) = decode_descriptor(&cmd).map_err(Status::invalid_argument)?;
+    let Decoded {
+        desc: head,
+        letters: head_letters,
+        encoding: enc,
+    } = decode_descriptor(cmd).map_err(Status::invalid_argument)?;
     if head.flush_id.is_empty() {
         return Err(Status::invalid_argument("flush_id must not be empty"));
     }
@@ -124,7 +128,7 @@ pub async fn receive(
             failpoint::abort(Failpoint::KillMidStream);
         }
     }
-    let desc = if streamed {
+    let (desc, letters) = if streamed {
         let bytes = trailer
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -135,7 +139,7 @@ pub async fn receive(
                     head.flush_id
                 ))
             })?;
-        let (desc, _) = decode_descriptor(&bytes)
+        let Decoded { desc, letters, .. } = decode_descriptor(bytes)
             .map_err(|e| Status::invalid_argument(format!("trailing descriptor: {e}")))?;
         if desc.flush_id != head.flush_id {
             return Err(Status::invalid_argument(format!(
@@ -143,9 +147,9 @@ pub async fn receive(
                 desc.flush_id, head.flush_id
             )));
         }
-        desc
+        (desc, letters)
     } else {
-        head
+        (head, head_letters)
     };
     // Batches may differ in schema (a streamed flush sends each as it
     // was converted): align them as ingest aligns a flush sent whole.
@@ -163,7 +167,7 @@ pub async fn receive(
         ranges: desc.ranges,
         schema,
         batches,
-        dead_letters: desc.dead_letters,
+        dead_letters: letters,
         streamed: taken.as_ref().map(|t| t.token),
     };
     if desc.expected_rows > 0 && rows != desc.expected_rows {

@@ -1,6 +1,8 @@
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use millpond_proto::{AckOutcome, DeadLetter, FlushTrigger, OffsetRange};
+use millpond_proto::{AckOutcome, FlushTrigger, OffsetRange};
+
+use super::letters::Letters;
 
 /// One flush as received from ingest: the rows, the dead letters, and every
 /// offset range they cover. Zero batches (or zero rows) is legal: it only
@@ -12,7 +14,7 @@ pub struct Flush {
     pub ranges: Vec<OffsetRange>,
     pub schema: SchemaRef,
     pub batches: Vec<RecordBatch>,
-    pub dead_letters: Vec<DeadLetter>,
+    pub dead_letters: Letters,
     /// The rows went to the sink as they arrived (`Sink::stream_batch`):
     /// `batches` is empty and the sink holds them under `id` and this
     /// stream token.

@@ -8,6 +8,7 @@ mod error;
 pub mod factory;
 mod flush;
 pub mod hoglake;
+pub mod letters;
 pub mod prepare;
 pub mod to_live;
 pub(crate) mod write_failure;
@@ -19,7 +20,6 @@ pub use write_failure::WriteFailure;
 use arrow::record_batch::RecordBatch;
 use millpond_proto::OffsetRange;
 use millpond_shared::deadline::Deadline;
-use millpond_shared::metrics::dead_letter_reason;
 use millpond_shared::metrics::WriterMetrics;
 
 pub trait Sink: Send {
@@ -100,25 +100,6 @@ pub trait Sink: Send {
 
     /// Releases connections. Further writes fail.
     fn close(&mut self) -> Result<(), SinkError>;
-}
-
-/// Counts committed (or discarded) dead letters by reason: records on
-/// `dead_letters_total`, values on `dead_letter_values_total`. Every sink
-/// calls this after its write.
-pub fn count_dead_letters(
-    metrics: &millpond_shared::metrics::WriterMetrics,
-    letters: &[&millpond_proto::DeadLetter],
-) {
-    for l in letters {
-        let metric = if l.value_level {
-            &metrics.dead_letter_values
-        } else {
-            &metrics.dead_letters
-        };
-        metric
-            .with_label_values(&[dead_letter_reason::label(&l.reason)])
-            .inc();
-    }
 }
 
 /// The writer's one sink, shared by Flight requests: one write at a time.

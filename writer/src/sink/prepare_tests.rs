@@ -29,7 +29,7 @@ fn flush(cols: Vec<(&str, ArrayRef)>) -> Flush {
         ranges: vec![OffsetRange::new("t", 2, 100, 199)],
         schema,
         batches: vec![batch],
-        dead_letters: vec![],
+        dead_letters: Default::default(),
         streamed: None,
     }
 }

@@ -133,7 +133,7 @@ mod tests {
             ranges: vec![],
             schema: std::sync::Arc::new(arrow::datatypes::Schema::empty()),
             batches: vec![],
-            dead_letters: vec![],
+            dead_letters: Default::default(),
             streamed: None,
         };
         let metrics = WriterMetrics::new(&millpond_shared::metrics::new_registry("p", "b"));

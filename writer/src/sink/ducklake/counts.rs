@@ -1,17 +1,17 @@
 //! What a written flush lost or changed, logged and counted once it is
 //! committed: refused names, values that did not convert, columns added,
 //! dead letters.
-use millpond_proto::DeadLetter;
 use millpond_shared::metrics::{error_type, skip_reason};
 
 use super::lake::Lake;
 use super::table::Evolution;
+use crate::sink::letters::Letters;
 
 /// After the commit: every dead letter counted by reason, records and
 /// values apart; with the table off, also said in the log (they are
 /// then discarded).
-pub fn dead_letters(lake: &Lake, flush_id: &str, letters: &[&DeadLetter]) {
-    crate::sink::count_dead_letters(&lake.metrics, letters);
+pub fn dead_letters(lake: &Lake, flush_id: &str, letters: &Letters) {
+    letters.count(&lake.metrics);
     if lake.dead_letters.is_none() && !letters.is_empty() {
         tracing::warn!(flush_id = %flush_id, count = letters.len(),
             "dead letters discarded: DUCKLAKE_DEAD_LETTER_TABLE is off");

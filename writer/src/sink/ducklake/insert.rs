@@ -14,6 +14,7 @@ use super::names::RESERVED_COLUMNS;
 use super::transaction::Transaction;
 use super::views::{Views, SCAN};
 use super::{counts, recorded, sql, table, to_live};
+use crate::sink::letters::Letters;
 use crate::sink::prepare::{prepare, NameCase, Prepared};
 use crate::sink::{Durable, Flush, Receipt, SinkError};
 
@@ -48,12 +49,9 @@ impl Inserts {
         }
         let table = lake.cfg.qualified_table();
         let shaped = self.shape(lake, flush)?;
-        let letters: Vec<&DeadLetter> = flush
-            .dead_letters
-            .iter()
-            .chain(&shaped.prepared.dead_letters)
-            .chain(&shaped.collided)
-            .collect();
+        let letters = flush.dead_letters.and(Letters::of(
+            shaped.prepared.dead_letters.iter().chain(&shaped.collided),
+        ));
         let rows = insert(lake, flush, &shaped, &letters)?;
         let dual = &shaped.dual;
         lake.metrics.variant_values_coerced.inc_by(dual.coerced);
@@ -206,7 +204,7 @@ fn insert(
     lake: &mut Lake,
     flush: &Flush,
     shaped: &Shaped,
-    letters: &[&DeadLetter],
+    letters: &Letters,
 ) -> Result<u64, SinkError> {
     let (prepared, dual) = (&shaped.prepared, &shaped.dual);
     let mut views = Views::default();

@@ -61,7 +61,7 @@ fn run_within(errors: Vec<SinkError>, budget: Option<Duration>) -> (Result<(), W
         ranges: vec![],
         schema: std::sync::Arc::new(arrow::datatypes::Schema::empty()),
         batches: vec![],
-        dead_letters: vec![],
+        dead_letters: Default::default(),
         streamed: None,
     };
     let metrics = WriterMetrics::new(&millpond_shared::metrics::new_registry("p", "b"));

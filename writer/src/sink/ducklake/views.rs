@@ -3,11 +3,11 @@
 //! Arrow buffers during the insert, through a stream it points to until
 //! the view is dropped, so a stream goes only after its view.
 use arrow::ffi_stream::FFI_ArrowArrayStream;
-use millpond_proto::DeadLetter;
 
 use super::classify::lake_error;
 use super::dead_letters;
 use super::lake::Lake;
+use crate::sink::letters::Letters;
 use crate::sink::prepare::Prepared;
 use crate::sink::SinkError;
 
@@ -46,15 +46,15 @@ impl Views {
         &mut self,
         lake: &Lake,
         flush_id: &str,
-        letters: &[&DeadLetter],
+        letters: &Letters,
     ) -> Result<(), SinkError> {
         if letters.is_empty() || lake.dead_letters.is_none() {
             return Ok(());
         }
-        let (schema, batch) = crate::sink::dead_letters::batch(flush_id, letters);
+        let (schema, batches) = letters.rows(flush_id);
         let stream = lake
             .session()
-            .register_arrow(dead_letters::SCAN, schema, vec![batch])
+            .register_arrow(dead_letters::SCAN, schema, batches)
             .map_err(|e| lake_error(&lake.cfg.lake, &e))?;
         self.dead_letters = Some(stream);
         Ok(())

@@ -24,11 +24,12 @@ use std::time::Instant;
 
 use millpond_hoglake::catalog::CatalogClient;
 use millpond_hoglake::publish::{Outcome, Publisher, PublisherConfig, INSERTED_AT};
-use millpond_proto::{AckOutcome, DeadLetter, OffsetRange};
+use millpond_proto::{AckOutcome, OffsetRange};
 use millpond_shared::deadline::Deadline;
 use millpond_shared::metrics::{dead_letter_reason, WriterMetrics};
 use tokio::runtime::Handle;
 
+use super::letters::Letters;
 use super::prepare::{prepare, NameCase, NameLimits, Prepared, UnsafeNames};
 use super::{Durable, Flush, Receipt, Sink, SinkError};
 
@@ -170,13 +171,9 @@ impl Sink for HoglakeSink {
             NameCase::Sensitive,
         )?;
         self.align(flush, &mut prepared, deadline)?;
-        let letters: Vec<&DeadLetter> = flush
-            .dead_letters
-            .iter()
-            .chain(&prepared.dead_letters)
-            .collect();
+        let letters = flush.dead_letters.and(Letters::of(&prepared.dead_letters));
         let letter_batches = match (&self.cfg.dead_letter_table, letters.is_empty()) {
-            (Some(_), false) => vec![super::dead_letters::batch(&flush.id, &letters).1],
+            (Some(_), false) => letters.rows(&flush.id).1,
             _ => Vec::new(),
         };
         let started = Instant::now();
@@ -207,7 +204,7 @@ impl Sink for HoglakeSink {
                 // attempt counts nothing.
                 self.counters.published(&receipt);
                 self.counters.names(&prepared);
-                crate::sink::count_dead_letters(metrics, &letters);
+                letters.count(metrics);
                 if self.cfg.dead_letter_table.is_none() && !letters.is_empty() {
                     tracing::warn!(flush_id = %flush.id, count = letters.len(),
                         "dead letters counted and discarded (HOGLAKE_DEAD_LETTER_TABLE=off)");

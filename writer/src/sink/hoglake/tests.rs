@@ -93,7 +93,7 @@ fn hoglake_names_are_refused() {
         ranges: vec![OffsetRange::new("t", 0, 0, 1)],
         schema,
         batches: vec![batch],
-        dead_letters: vec![],
+        dead_letters: Default::default(),
         streamed: None,
     };
     let p = prepare(

@@ -198,7 +198,7 @@ mod tests {
             ranges: vec![OffsetRange::new("t", 0, 0, batch.num_rows() as i64 - 1)],
             schema: batch.schema(),
             batches: vec![batch],
-            dead_letters: vec![],
+            dead_letters: Default::default(),
             streamed: None,
         }
     }

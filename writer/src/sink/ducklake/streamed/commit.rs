@@ -3,7 +3,7 @@
 //! and the files registered with `ducklake_add_data_files` in the flush's
 //! one lake transaction.
 use arrow::datatypes::{Field, Schema};
-use millpond_proto::{AckOutcome, DeadLetter, OffsetRange};
+use millpond_proto::AckOutcome;
 use millpond_shared::failpoint::{self, Failpoint};
 
 use super::pause::FilesPause;
@@ -16,7 +16,6 @@ use crate::sink::ducklake::table::{self, Evolution};
 use crate::sink::ducklake::transaction::{Failed, Transaction};
 use crate::sink::ducklake::views::Views;
 use crate::sink::ducklake::{connect, counts, recorded, spool};
-use crate::sink::prepare::topic_at;
 use crate::sink::{Durable, Flush, Receipt, SinkError};
 
 /// Columns a flush's files bring, added in its write transaction.
@@ -71,12 +70,9 @@ pub fn commit_files(
     let files = spool
         .publish(st.maybe_in_lake)
         .map_err(|e| SinkError::transient(connect::scrub(&lake.cfg.lake, &e)))?;
-    let found: Vec<DeadLetter> = st
-        .dead_letters
-        .iter()
-        .map(|l| with_topic(l, &flush.ranges))
-        .collect();
-    let letters: Vec<&DeadLetter> = flush.dead_letters.iter().chain(&found).collect();
+    let mut found = st.dead_letters.clone();
+    found.fill_topics(&flush.ranges);
+    let letters = flush.dead_letters.and(found);
     let mut views = Views::default();
     views.dead_letters(lake, &flush.id, &letters)?;
     let table = literal(&lake.cfg.table);
@@ -241,14 +237,4 @@ fn files_can_take(evo: &Evolution) -> Result<(), SinkError> {
         )));
     }
     Ok(())
-}
-
-/// A dead letter found before the ranges were known, with its topic.
-fn with_topic(l: &DeadLetter, ranges: &[OffsetRange]) -> DeadLetter {
-    let mut l = l.clone();
-    if l.topic.is_empty() {
-        let at = (l.partition >= 0).then_some((l.partition, l.offset));
-        l.topic = topic_at(ranges, at).to_owned();
-    }
-    l
 }

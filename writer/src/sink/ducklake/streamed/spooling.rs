@@ -17,6 +17,7 @@ use crate::sink::ducklake::names::RESERVED_COLUMNS;
 use crate::sink::ducklake::spool::{self, fits_a_file, Remote, Spool};
 use crate::sink::ducklake::to_live;
 use crate::sink::ducklake::types::duck_type;
+use crate::sink::letters::Letters;
 use crate::sink::prepare::{prepare, NameCase};
 use crate::sink::{Flush, SinkError};
 
@@ -129,7 +130,7 @@ pub fn spool_rows(
         ranges: Vec::new(),
         schema,
         batches,
-        dead_letters: Vec::new(),
+        dead_letters: Default::default(),
         streamed: None,
     };
     let mut p = prepare(
@@ -183,7 +184,8 @@ pub fn spool_rows(
             None => st.unconverted.push((col, live, lost)),
         }
     }
-    st.dead_letters.append(&mut p.dead_letters);
+    st.dead_letters
+        .append(Letters::of(&std::mem::take(&mut p.dead_letters)));
     st.unsafe_names.extend(p.unsafe_names);
     st.reserved_names.extend(p.reserved_names);
     st.rows_with_unsafe += p.rows_with_unsafe;

@@ -2,8 +2,8 @@
 //! rows went to, and what spooling them found.
 use std::collections::BTreeSet;
 
+use crate::sink::letters::Letters;
 use arrow::record_batch::RecordBatch;
-use millpond_proto::DeadLetter;
 
 use super::columns::NewColumns;
 use crate::sink::ducklake::spool::Spool;
@@ -21,7 +21,7 @@ pub struct Streamed {
     pub hold: bool,
     /// Value-level dead letters found while spooling; their topic is set
     /// from the trailer's ranges.
-    pub dead_letters: Vec<DeadLetter>,
+    pub dead_letters: Letters,
     pub unsafe_names: BTreeSet<String>,
     pub reserved_names: BTreeSet<String>,
     pub rows_with_unsafe: u64,
@@ -43,7 +43,7 @@ impl Streamed {
         if let Some(mut spool) = self.spool.take() {
             spool.remove();
         }
-        self.dead_letters.clear();
+        self.dead_letters = Letters::default();
         self.unsafe_names.clear();
         self.reserved_names.clear();
         self.rows_with_unsafe = 0;
