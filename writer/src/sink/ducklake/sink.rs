@@ -47,7 +47,7 @@ impl DuckLakeSink {
             &cfg.lake.data_path,
             cfg.lake.s3.as_ref(),
             &format!("{}/{}", cfg.schema, cfg.table),
-            &std::env::temp_dir().join("millpond-writer-spool"),
+            &cfg.spool_dir,
         )
         .map_err(SinkError::permanent)?
         .map(std::sync::Arc::new);
