@@ -55,7 +55,15 @@ pub struct DuckLakeConfig {
     /// where a streamed flush's files wait for their upload to an S3 data
     /// path; a private folder of the writer's (spool/private_dir.rs).
     pub spool_dir: std::path::PathBuf,
+    /// DUCKLAKE_WRITE_BUDGET_S (default 300): the whole write's deadline.
+    /// The retry ladders start no attempt and no wait past it; ingest's
+    /// send deadline must hold it (millpond_proto::WriterBudget).
+    pub write_budget: std::time::Duration,
 }
+
+/// What gives a DuckLake write its deadline, for the errors that name it.
+pub const WRITE_BUDGET_SET_BY: &str =
+    "DUCKLAKE_WRITE_BUDGET_S: no retry or wait of a DuckLake write starts past it";
 
 impl DuckLakeConfig {
     pub fn parse(r: &mut EnvReader<'_>) -> Option<Self> {
@@ -130,6 +138,14 @@ impl DuckLakeConfig {
         let commit_lock_wait =
             (commit_lock_wait > 0).then(|| std::time::Duration::from_millis(commit_lock_wait));
         let spool_dir = spool_dir(r);
+        let write_budget_s = r.positive_u64("DUCKLAKE_WRITE_BUDGET_S", 300);
+        let liveness = crate::sink::hoglake::config::LIVENESS_BUDGET.as_secs();
+        if write_budget_s >= liveness {
+            r.errors.push(
+                "DUCKLAKE_WRITE_BUDGET_S",
+                format!("must be below the {liveness} s liveness budget (got {write_budget_s})"),
+            );
+        }
         let max_columns = r.positive_u64(
             "MILLPOND_MAX_COLUMNS",
             millpond_shared::config::DEFAULT_MAX_COLUMNS as u64,
@@ -157,6 +173,7 @@ impl DuckLakeConfig {
             files_from_bytes,
             commit_lock_wait,
             spool_dir,
+            write_budget: std::time::Duration::from_secs(write_budget_s),
         })
     }
 
