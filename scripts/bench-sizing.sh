@@ -3,7 +3,7 @@
 # FLUSH_SIZE. Prints one Markdown table (README, "Sizing"): per row the
 # flushes and their triggers, Arrow and Parquet per flush, the largest data
 # file, peak RSS of ingest and of the writer, and the peak of the writer's
-# spool ($TMPDIR/millpond-writer-spool, the chart's emptyDir).
+# spool (in $TMPDIR: millpond-writer-spool-<uid>; the chart sets MILLPOND_SPOOL_DIR in its emptyDir).
 #
 # Each row runs the real pipeline as the chart deploys it: millpond-writer
 # (with the writer images' MALLOC_ARENA_MAX=2) on a DuckLake with a Postgres

@@ -119,6 +119,21 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
         lake => lake?,
     };
     tracing::info!(partitions_recorded = lake.len(), writer = %cfg.writer_addr, "read offsets recorded in the lake");
+    // The one deadline rule: the send deadline holds the writer's budget.
+    if let Some(budget) = writer.writer_budget() {
+        if let Err(why) = budget.held_by(cfg.send_deadline) {
+            // Leaving before any flush: the writer need not wait for one.
+            let _ = writer
+                .announce(ACTION_INGEST_STOPPED, &instance, STOPPED_DEADLINE)
+                .await;
+            anyhow::bail!(why);
+        }
+        tracing::info!(
+            send_deadline_s = cfg.send_deadline.as_secs(),
+            writer_budget_ms = budget.write_budget_ms,
+            "the send deadline holds the writer's whole-write budget"
+        );
+    }
 
     // The dynamic allowlist: authoritative mode waits here for its first poll.
     let live_allowlist = match (&cfg.stages.include, &cfg.stages.keep) {

@@ -11,8 +11,11 @@ pub mod v1 {
 
 pub use v1::*;
 
+mod budget;
 pub mod coordinates;
 mod dead_letter;
+
+pub use budget::WRITE_MARGIN;
 
 pub use dead_letter::value_text;
 
@@ -30,6 +33,8 @@ pub const ACTION_RECORDED_OFFSETS: &str = "recorded-offsets";
 
 /// do_action "ingest-started", body: the ingest instance's id (UTF-8). The
 /// pod's ingest announces itself, so a stopping writer knows to wait for it.
+/// The answer's body is the writer's [`WriterBudget`] (empty from a writer
+/// without a budget).
 pub const ACTION_INGEST_STARTED: &str = "ingest-started";
 
 /// do_action "ingest-stopped", body: the same id. Sent once the instance's

@@ -44,6 +44,11 @@ impl Deadline {
         self.budget
     }
 
+    /// The settings that give the budget.
+    pub fn set_by(&self) -> &'static str {
+        self.set_by
+    }
+
     /// Time left (zero once spent); `None` without a deadline.
     pub fn left(&self) -> Option<Duration> {
         self.at

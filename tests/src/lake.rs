@@ -101,6 +101,9 @@ impl Lake {
         let mut env = vec![
             ("DUCKLAKE_TABLE".into(), table.into()),
             ("DUCKDB_EXTENSION_DIR".into(), extension_dir()),
+            // Held by the tests' ingest send deadline (60 s) with the
+            // margin (millpond_proto::WRITE_MARGIN).
+            ("DUCKLAKE_WRITE_BUDGET_S".into(), "40".into()),
         ];
         let mut pg_database = None;
         match backend {

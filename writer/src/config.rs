@@ -30,6 +30,23 @@ impl Destination {
         }
     }
 
+    /// The longest one flush's write may take, retries and waits
+    /// included, and the settings that give it: what ingest's send
+    /// deadline must hold (the answer to "ingest-started").
+    pub fn write_budget(&self) -> millpond_proto::WriterBudget {
+        match self {
+            #[cfg(feature = "ducklake")]
+            Destination::DuckLake(c) => millpond_proto::WriterBudget::new(
+                c.write_budget,
+                crate::sink::ducklake::config::WRITE_BUDGET_SET_BY,
+            ),
+            Destination::Hoglake(c) => millpond_proto::WriterBudget::new(
+                c.write_budget(),
+                crate::sink::hoglake::config::WRITE_BUDGET_SET_BY,
+            ),
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             #[cfg(feature = "ducklake")]

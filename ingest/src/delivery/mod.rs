@@ -33,6 +33,18 @@ fn left(until: Instant) -> Duration {
     until.saturating_duration_since(Instant::now())
 }
 
+/// How long the end of a flush's stream waits for the acknowledgement,
+/// with `left` of the send deadline: two thirds, so the rest stays for a
+/// re-read and resend, but never less than the writer's whole write may
+/// take (its budget and the margin), which the send deadline holds.
+fn finish_wait(left: Duration, budget: Option<&millpond_proto::WriterBudget>) -> Duration {
+    let share = left * 2 / 3;
+    match budget {
+        Some(b) => share.max(b.least_send_deadline()).min(left),
+        None => share,
+    }
+}
+
 /// Where the pending flush's delivery stands.
 enum State {
     /// Nothing of it was sent yet.
@@ -209,10 +221,9 @@ impl Delivery {
         // The ack of the stream or of the flush sent whole; Ok(None): the
         // stream broke and the flush is read again from Kafka.
         let sent: Result<Option<FlushAck>, SendError> = match state {
-            // The stream's end may take two thirds; the rest stays for a
-            // re-read and resend if no ack comes.
             State::Streaming { stream, .. } => {
-                match self.rt.block_on(stream.finish(&desc, left(until) * 2 / 3)) {
+                let wait = finish_wait(left(until), self.writer.writer_budget());
+                match self.rt.block_on(stream.finish(&desc, wait)) {
                     Ok(ack) => Ok(Some(ack)),
                     Err(e @ (SendError::Permanent { .. } | SendError::Stopped(_))) => Err(e),
                     Err(e) => {
@@ -277,5 +288,25 @@ impl Delivery {
             );
         }
         Ok(Delivered { ack, whole })
+    }
+}
+
+#[cfg(test)]
+mod finish_tests {
+    use super::*;
+
+    #[test]
+    fn a_streams_end_waits_out_the_writers_budget() {
+        let s = Duration::from_secs;
+        assert_eq!(finish_wait(s(420), None), s(280));
+        let ducklake = millpond_proto::WriterBudget::new(s(300), "DUCKLAKE_WRITE_BUDGET_S");
+        assert_eq!(finish_wait(s(420), Some(&ducklake)), s(320));
+        assert_eq!(
+            finish_wait(s(100), Some(&ducklake)),
+            s(100),
+            "never past the deadline"
+        );
+        let small = millpond_proto::WriterBudget::new(s(10), "");
+        assert_eq!(finish_wait(s(420), Some(&small)), s(280));
     }
 }

@@ -10,7 +10,7 @@ use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::{Action, FlightClient, FlightDescriptor};
 use futures::TryStreamExt;
 use millpond_proto::{
-    FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets, RecordedOffsetsRequest,
+    FlushAck, FlushDescriptor, OffsetRange, RecordedOffsets, RecordedOffsetsRequest, WriterBudget,
     ACTION_INGEST_STARTED, ACTION_RECORDED_OFFSETS, FLOW_WINDOW_BYTES,
 };
 use millpond_shared::retry::{GaveUp, Ladder};
@@ -33,6 +33,9 @@ pub struct WriterClient {
     lake_topic: Option<LakeTopic>,
     /// Ends the waits for the writer once ingest is stopping.
     stop: Option<Stop>,
+    /// The writer's whole-write budget, as it answered the last
+    /// announcement (none: not announced yet, or a writer without one).
+    budget: Option<WriterBudget>,
 }
 
 /// HTTP/2 pings on the connection to the writer, and how long one may go
@@ -55,7 +58,14 @@ impl WriterClient {
             instance: None,
             lake_topic: None,
             stop: None,
+            budget: None,
         }
+    }
+
+    /// The writer's whole-write budget, once a connection announced this
+    /// ingest: what the send deadline must hold ([`WriterBudget::held_by`]).
+    pub fn writer_budget(&self) -> Option<&WriterBudget> {
+        self.budget.as_ref()
     }
 
     /// Names the topic's offsets as `lake_topic` says in every flush and
@@ -113,12 +123,17 @@ impl WriterClient {
             if let Some(id) = &self.instance {
                 let action = Action::new(ACTION_INGEST_STARTED, id.as_bytes().to_vec());
                 let mut c = FlightClient::new(channel.clone());
-                c.do_action(action)
+                let answer = c
+                    .do_action(action)
                     .await
                     .map_err(|e| format!("announcing ingest {id}: {e}"))?
                     .try_collect::<Vec<_>>()
                     .await
                     .map_err(|e| format!("announcing ingest {id}: {e}"))?;
+                self.budget = answer
+                    .first()
+                    .filter(|b| !b.is_empty())
+                    .and_then(|b| WriterBudget::decode(b.as_ref()).ok());
             }
             self.channel = Some(channel);
         }

@@ -152,6 +152,16 @@ pub struct RecordedOffsets {
     #[prost(message, repeated, tag = "1")]
     pub ranges: ::prost::alloc::vec::Vec<OffsetRange>,
 }
+/// Result body of "ingest-started": the longest the writer may spend on
+/// one flush's write, retries and waits included, and the settings that
+/// give it. Ingest refuses to start when its send deadline cannot hold it.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WriterBudget {
+    #[prost(uint64, tag = "1")]
+    pub write_budget_ms: u64,
+    #[prost(string, tag = "2")]
+    pub set_by: ::prost::alloc::string::String,
+}
 /// Why a flush was cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]

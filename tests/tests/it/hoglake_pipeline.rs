@@ -33,6 +33,8 @@ fn ingest_opts<'a>(bootstrap: &'a str, writer: &'a str) -> IngestOpts<'a> {
             ("HOGLAKE_TABLE", TABLE.into()),
             // Several flushes per phase, so the kill lands on one of many.
             ("FLUSH_SIZE", "262144".into()),
+            // The default, which holds the hoglake writer's default budget.
+            ("MILLPOND_WRITER_SEND_DEADLINE_S", "420".into()),
         ],
     }
 }

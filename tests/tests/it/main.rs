@@ -7,6 +7,7 @@ mod catalog_tls;
 mod compose_env;
 mod compose_ssl;
 mod dashboard_metrics;
+mod deadline_rule;
 mod helm_chart;
 mod hoglake_emulator;
 mod hoglake_pipeline;

@@ -194,7 +194,12 @@ fn kill9_of_writer_mid_stream_to_files_on_s3_leaves_nothing_behind() {
     let tmp = lake.dir.path().join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let lake = kill9_mid_stream(lake.with_env("TMPDIR", tmp.to_str().unwrap()));
-    let folders: Vec<_> = std::fs::read_dir(tmp.join("millpond-writer-spool"))
+    let base = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("millpond-writer-spool-"))
+        .expect("the writer's spool folder in TMPDIR");
+    let folders: Vec<_> = std::fs::read_dir(base)
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();

@@ -1657,6 +1657,53 @@ async fn a_streamed_flush_on_s3_lands_as_uploaded_files() {
     );
 }
 
+/// Another local user planted a symlink where the writer's spool goes in
+/// a shared TMPDIR, pointing at a folder of theirs: the writer on an S3
+/// lake refuses to start, naming the path, and deletes nothing there.
+/// With MILLPOND_SPOOL_DIR naming a folder of its own, it starts and
+/// makes that folder private.
+#[test]
+fn a_symlink_planted_at_the_spool_refuses_startup_and_deletes_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let lake = Lake::new(Backend::PostgresS3, "events");
+    let tmp = lake.dir.path().join("tmp");
+    let victim = lake.dir.path().join("victim");
+    // Shaped as a writer's folder that no writer holds.
+    let inside = victim.join(uuid::Uuid::new_v4().to_string());
+    std::fs::create_dir_all(&inside).unwrap();
+    std::fs::write(inside.join(".lock"), b"").unwrap();
+    std::fs::write(inside.join("precious.parquet"), b"keep").unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let uid = std::fs::metadata(&tmp).map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    let planted = tmp.join(format!("millpond-writer-spool-{}", uid.unwrap()));
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    let lake = lake.with_env("TMPDIR", tmp.to_str().unwrap());
+
+    let mut env = lake.env.clone();
+    env.push((
+        "MILLPOND_WRITER_ADDR".into(),
+        format!("127.0.0.1:{}", millpond_tests::process::free_port()),
+    ));
+    env.push((
+        "MILLPOND_WRITER_HTTP_PORT".into(),
+        millpond_tests::process::free_port().to_string(),
+    ));
+    let mut w = millpond_tests::process::Proc::spawn("millpond-writer", &env, lake.dir.path());
+    let status = w.wait_exit(std::time::Duration::from_secs(60));
+    let logs = w.logs();
+    assert!(!status.success(), "{logs}");
+    assert!(logs.contains(&planted.display().to_string()), "{logs}");
+    assert!(logs.contains("symbolic link"), "{logs}");
+    assert!(inside.join("precious.parquet").exists(), "{logs}");
+
+    let own = lake.dir.path().join("spool");
+    let writer = Writer::start_with(&lake, &[("MILLPOND_SPOOL_DIR", own.to_str().unwrap())]);
+    writer.stop();
+    let mode = std::fs::metadata(&own).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    assert!(inside.join("precious.parquet").exists());
+}
+
 /// Every file under `dir`, at any depth.
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir)

@@ -4,7 +4,7 @@ use arrow_flight::{Action, ActionType};
 use futures::stream::{self, BoxStream};
 use futures::StreamExt;
 use millpond_proto::{
-    OffsetRange, RecordedOffsets, RecordedOffsetsRequest, ACTION_INGEST_STARTED,
+    OffsetRange, RecordedOffsets, RecordedOffsetsRequest, WriterBudget, ACTION_INGEST_STARTED,
     ACTION_INGEST_STOPPED, ACTION_RECORDED_OFFSETS,
 };
 use prost::Message;
@@ -16,14 +16,13 @@ use crate::sink::SharedSink;
 pub async fn action(
     sink: &SharedSink,
     activity: &Activity,
+    budget: Option<&WriterBudget>,
     request: Request<Action>,
 ) -> Result<Response<BoxStream<'static, Result<arrow_flight::Result, Status>>>, Status> {
     let action = request.into_inner();
-    let done = || {
-        let empty = arrow_flight::Result {
-            body: Default::default(),
-        };
-        Ok(Response::new(stream::once(async { Ok(empty) }).boxed()))
+    let done = |body: Vec<u8>| {
+        let answer = arrow_flight::Result { body: body.into() };
+        Ok(Response::new(stream::once(async { Ok(answer) }).boxed()))
     };
     match action.r#type.as_str() {
         ACTION_RECORDED_OFFSETS => {}
@@ -33,11 +32,12 @@ pub async fn action(
             if action.r#type == ACTION_INGEST_STARTED {
                 tracing::info!(ingest = %id, "ingest started; a stop waits for its final flush");
                 activity.ingest_started(id);
-            } else {
-                tracing::info!(ingest = %id, "ingest stopped");
-                activity.ingest_stopped(id);
+                // The budget its send deadline must hold.
+                return done(budget.map(Message::encode_to_vec).unwrap_or_default());
             }
-            return done();
+            tracing::info!(ingest = %id, "ingest stopped");
+            activity.ingest_stopped(id);
+            return done(Vec::new());
         }
         other => {
             return Err(Status::unimplemented(format!(
@@ -74,7 +74,7 @@ pub fn types() -> [Result<ActionType, Status>; 3] {
         ),
         (
             ACTION_INGEST_STARTED,
-            "The pod's ingest announces itself (body: instance id); a stopping writer waits for it",
+            "The pod's ingest announces itself (body: instance id); a stopping writer waits for it. Answer: WriterBudget",
         ),
         (
             ACTION_INGEST_STOPPED,

@@ -35,6 +35,9 @@ pub struct WriterService {
     activity: Arc<Activity>,
     /// Most Arrow IPC bytes one DoPut may carry (a whole flush).
     max_flush_bytes: u64,
+    /// The sink's whole-write budget, told to each ingest that announces
+    /// itself (none: the writer tells nothing).
+    write_budget: Option<millpond_proto::WriterBudget>,
 }
 
 impl WriterService {
@@ -51,7 +54,15 @@ impl WriterService {
             fatal,
             activity: Arc::default(),
             max_flush_bytes: crate::config::DEFAULT_MAX_FLUSH_BYTES,
+            write_budget: None,
         }
+    }
+
+    /// Answers each "ingest-started" with `budget`, which ingest's send
+    /// deadline must hold.
+    pub fn with_write_budget(mut self, budget: millpond_proto::WriterBudget) -> Self {
+        self.write_budget = Some(budget);
+        self
     }
 
     /// Bounds each DoPut (MILLPOND_WRITER_MAX_FLUSH_BYTES).
@@ -173,7 +184,13 @@ impl FlightService for WriterService {
         &self,
         request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
-        actions::action(&self.sink, &self.activity, request).await
+        actions::action(
+            &self.sink,
+            &self.activity,
+            self.write_budget.as_ref(),
+            request,
+        )
+        .await
     }
 
     async fn list_actions(

@@ -7,6 +7,7 @@ use super::lake_config::matches;
 pub use super::lake_config::{Catalog, EmbeddedFormat, LakeConfig, S3Config};
 pub use super::names::{LAST_RECORDS_TABLE, OFFSETS_TABLE, RESERVED_COLUMNS};
 use super::partition_by::PartitionBy;
+use super::spool::private_dir;
 use super::sql::ident;
 
 #[derive(Debug, Clone)]
@@ -50,7 +51,19 @@ pub struct DuckLakeConfig {
     /// write transaction on a Postgres catalog waits for its turn to
     /// commit before going on without it (commit_lock.rs).
     pub commit_lock_wait: Option<std::time::Duration>,
+    /// MILLPOND_SPOOL_DIR (default `$TMPDIR/millpond-writer-spool-<uid>`):
+    /// where a streamed flush's files wait for their upload to an S3 data
+    /// path; a private folder of the writer's (spool/private_dir.rs).
+    pub spool_dir: std::path::PathBuf,
+    /// DUCKLAKE_WRITE_BUDGET_S (default 300): the whole write's deadline.
+    /// The retry ladders start no attempt and no wait past it; ingest's
+    /// send deadline must hold it (millpond_proto::WriterBudget).
+    pub write_budget: std::time::Duration,
 }
+
+/// What gives a DuckLake write its deadline, for the errors that name it.
+pub const WRITE_BUDGET_SET_BY: &str =
+    "DUCKLAKE_WRITE_BUDGET_S: no retry or wait of a DuckLake write starts past it";
 
 impl DuckLakeConfig {
     pub fn parse(r: &mut EnvReader<'_>) -> Option<Self> {
@@ -124,6 +137,15 @@ impl DuckLakeConfig {
         let commit_lock_wait = r.parse_or("DUCKLAKE_COMMIT_LOCK_WAIT_MS", 10_000u64, |_| Ok(()));
         let commit_lock_wait =
             (commit_lock_wait > 0).then(|| std::time::Duration::from_millis(commit_lock_wait));
+        let spool_dir = spool_dir(r);
+        let write_budget_s = r.positive_u64("DUCKLAKE_WRITE_BUDGET_S", 300);
+        let liveness = crate::sink::hoglake::config::LIVENESS_BUDGET.as_secs();
+        if write_budget_s >= liveness {
+            r.errors.push(
+                "DUCKLAKE_WRITE_BUDGET_S",
+                format!("must be below the {liveness} s liveness budget (got {write_budget_s})"),
+            );
+        }
         let max_columns = r.positive_u64(
             "MILLPOND_MAX_COLUMNS",
             millpond_shared::config::DEFAULT_MAX_COLUMNS as u64,
@@ -150,6 +172,8 @@ impl DuckLakeConfig {
             variant_columns,
             files_from_bytes,
             commit_lock_wait,
+            spool_dir,
+            write_budget: std::time::Duration::from_secs(write_budget_s),
         })
     }
 
@@ -173,6 +197,30 @@ impl DuckLakeConfig {
     }
 }
 
+/// MILLPOND_SPOOL_DIR, an absolute path; one already there must be a
+/// private folder of this user. Unset: a folder of this user's own in
+/// TMPDIR. Either is made, or checked again, when the sink starts on an
+/// S3 data path.
+fn spool_dir(r: &mut EnvReader<'_>) -> std::path::PathBuf {
+    const VAR: &str = "MILLPOND_SPOOL_DIR";
+    let Some(set) = r.optional(VAR).filter(|v| !v.trim().is_empty()) else {
+        let tmp = r.optional("TMPDIR").filter(|v| !v.is_empty());
+        return private_dir::default_base(std::path::Path::new(tmp.as_deref().unwrap_or("/tmp")));
+    };
+    let path = std::path::PathBuf::from(set);
+    if !path.is_absolute() {
+        r.errors.push(
+            VAR,
+            format!("must be an absolute path (got {:?})", path.display()),
+        );
+    } else if std::fs::symlink_metadata(&path).is_ok() {
+        if let Err(why) = private_dir::check(&path) {
+            r.errors.push(VAR, why);
+        }
+    }
+    path
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +234,52 @@ mod tests {
             Ok(()) => Ok(cfg.unwrap()),
             Err(e) => Err(e.vars().into_iter().map(str::to_owned).collect()),
         }
+    }
+
+    /// MILLPOND_SPOOL_DIR is checked with the other settings: a relative
+    /// path, or a folder there that is not the writer's alone, is refused
+    /// naming the variable and the path. Unset, the spool is this user's
+    /// own folder in TMPDIR.
+    #[test]
+    fn the_spool_folder_is_private_or_refused_at_startup() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path().to_str().unwrap();
+        let cfg = parse(&[("DUCKLAKE_TABLE", "events"), ("TMPDIR", t)]).unwrap();
+        assert_eq!(cfg.spool_dir, private_dir::default_base(tmp.path()));
+        assert!(cfg.spool_dir.starts_with(tmp.path()));
+
+        let open = tmp.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let env = Env::from_pairs([
+            ("DUCKLAKE_TABLE", "events"),
+            ("MILLPOND_SPOOL_DIR", open.to_str().unwrap()),
+        ]);
+        let mut r = EnvReader::new(&env);
+        DuckLakeConfig::parse(&mut r);
+        let errs = r.finish().unwrap_err();
+        assert_eq!(errs.vars(), ["MILLPOND_SPOOL_DIR"]);
+        let shown = errs.to_string();
+        assert!(shown.contains(open.to_str().unwrap()), "{shown}");
+        assert!(shown.contains("mode 0777"), "{shown}");
+
+        assert_eq!(
+            parse(&[
+                ("DUCKLAKE_TABLE", "events"),
+                ("MILLPOND_SPOOL_DIR", "spool")
+            ])
+            .unwrap_err(),
+            ["MILLPOND_SPOOL_DIR"]
+        );
+        // Not there yet: made when the writer starts on an S3 data path.
+        let later = tmp.path().join("later");
+        let cfg = parse(&[
+            ("DUCKLAKE_TABLE", "events"),
+            ("MILLPOND_SPOOL_DIR", later.to_str().unwrap()),
+        ])
+        .unwrap();
+        assert_eq!(cfg.spool_dir, later);
     }
 
     #[test]

@@ -47,7 +47,7 @@ impl DuckLakeSink {
             &cfg.lake.data_path,
             cfg.lake.s3.as_ref(),
             &format!("{}/{}", cfg.schema, cfg.table),
-            &std::env::temp_dir().join("millpond-writer-spool"),
+            &cfg.spool_dir,
         )
         .map_err(SinkError::permanent)?
         .map(std::sync::Arc::new);
@@ -63,8 +63,9 @@ impl DuckLakeSink {
 }
 
 impl Sink for DuckLakeSink {
-    /// One attempt, without a deadline ([`Sink::deadline`]): the sink's
-    /// ladder (`write_retrying`) and DUCKLAKE_MAX_RETRY_COUNT bound the write.
+    /// One attempt: the sink's ladder (`write_retrying`) stops at the
+    /// deadline ([`Sink::deadline`]); an attempt's statements run to their
+    /// end.
     fn write(
         &mut self,
         flush: &Flush,
@@ -84,6 +85,14 @@ impl Sink for DuckLakeSink {
         };
         self.streams.written(&flush.id, st, &result);
         result
+    }
+
+    /// DUCKLAKE_WRITE_BUDGET_S from the write's start.
+    fn deadline(&self) -> millpond_shared::deadline::Deadline {
+        millpond_shared::deadline::Deadline::after(
+            self.lake.cfg.write_budget,
+            config::WRITE_BUDGET_SET_BY,
+        )
     }
 
     fn stream_begin(&mut self, flush_id: &str) -> Option<u64> {

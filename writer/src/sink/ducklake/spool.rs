@@ -22,6 +22,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 mod carried;
 mod fill;
 mod merge;
+pub mod private_dir;
 pub mod remote;
 
 pub use carried::{arrow_type, codec, file_fields, fits_a_file, uncarried, INSERTED_AT};
@@ -229,14 +230,21 @@ impl Spool {
         })
     }
 
-    /// A new, empty file of the flush in `dir`, by a name of its own.
+    /// A new, empty file of the flush in `dir`, by a name of its own. A
+    /// file waiting for its upload is the writer's alone (0600); a local
+    /// lake's file is the lake's, as DuckDB's own are.
     fn new_file(&self) -> Result<(PathBuf, File), String> {
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| format!("creating {}: {e}", self.dir.display()))?;
         let path = self
             .dir
             .join(format!("ducklake-{}.parquet", uuid::Uuid::new_v4()));
-        let file = File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+        let created = if self.remote.is_some() {
+            private_dir::new_file(&path)
+        } else {
+            std::fs::create_dir_all(&self.dir)
+                .map_err(|e| format!("creating {}: {e}", self.dir.display()))?;
+            File::options().write(true).create_new(true).open(&path)
+        };
+        let file = created.map_err(|e| format!("creating {}: {e}", path.display()))?;
         Ok((path, file))
     }
 

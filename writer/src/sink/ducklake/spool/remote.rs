@@ -8,6 +8,7 @@
 //! registered) see the same objects.
 use std::fs::File;
 use std::io::Read;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 
+use super::private_dir;
 use crate::sink::ducklake::config::S3Config;
 
 /// Files up to this size are one PUT; larger ones a multipart upload of
@@ -176,15 +178,21 @@ impl Remote {
 
 /// The folder under `base` where this writer's files wait for their
 /// upload (`<uuid>`), and the lock that marks it in use while the writer
-/// runs. Folders whose lock no one holds were left by writers no longer
-/// running (killed with files waiting) and are removed: their files were
-/// never registered from there, only uploaded copies are. Locks rather
+/// runs. `base` must be a private folder of this user ([`private_dir`]),
+/// made when missing. Folders whose lock no one holds were left by writers
+/// no longer running (killed with files waiting) and are removed: their
+/// files were never registered from there, only uploaded copies are. Only
+/// the writer's own folders are removed (a UUID name, this user's, not a
+/// symbolic link); anything else in `base` is left alone. Locks rather
 /// than pids, so that writers sharing the folder across containers are safe.
 pub fn staging(base: &Path) -> Result<(PathBuf, File), String> {
+    private_dir::ensure(base)?;
     let err = |e: std::io::Error| format!("the spool folder {}: {e}", base.display());
-    std::fs::create_dir_all(base).map_err(err)?;
     for entry in std::fs::read_dir(base).map_err(err)?.flatten() {
         let folder = entry.path();
+        if !private_dir::is_own_folder(&folder) {
+            continue;
+        }
         let held = match File::open(folder.join(LOCK)) {
             Ok(lock) => lock.try_lock().is_err(),
             // Another writer's folder an instant before its lock exists.
@@ -196,17 +204,22 @@ pub fn staging(base: &Path) -> Result<(PathBuf, File), String> {
         if held {
             continue;
         }
+        // remove_dir_all removes symbolic links inside, never what they
+        // point to.
         if let Err(e) = std::fs::remove_dir_all(&folder) {
             tracing::warn!(folder = %folder.display(), error = %e, "could not remove a spool folder left by a writer no longer running");
         }
     }
     let id = uuid::Uuid::new_v4().to_string();
     let own = base.join(&id);
-    std::fs::create_dir_all(&own).map_err(err)?;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&own)
+        .map_err(err)?;
     // Locked under another name first: a writer starting meanwhile sees
     // either no lock (a folder being made) or a held one, never a free one.
     let made = own.join(format!("{LOCK}.{id}"));
-    let lock = File::create(&made).map_err(err)?;
+    let lock = private_dir::new_file(&made).map_err(err)?;
     lock.try_lock()
         .map_err(|e| format!("locking {}: {e}", made.display()))?;
     std::fs::rename(&made, own.join(LOCK)).map_err(err)?;
@@ -295,9 +308,9 @@ mod tests {
 
     #[test]
     fn files_go_to_the_tables_folder_under_the_data_path() {
-        let base = tempfile::tempdir().unwrap();
-        let remote =
-            |path: &str| Remote::for_data_path(path, Some(&s3()), "main/events", base.path());
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("spool");
+        let remote = |path: &str| Remote::for_data_path(path, Some(&s3()), "main/events", &base);
         let r = remote("s3://b/lake/").unwrap().unwrap();
         assert_eq!(
             r.url(Path::new("/tmp/x/ducklake-1.parquet")),
@@ -332,14 +345,15 @@ mod tests {
 
     #[test]
     fn staging_keeps_live_folders_and_removes_the_rest() {
-        let base = tempfile::tempdir().unwrap();
-        let (live, _held) = staging(base.path()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("spool");
+        let (live, _held) = staging(&base).unwrap();
         std::fs::write(live.join("ducklake-a.parquet"), b"a").unwrap();
         // A writer killed with a file waiting: its lock is no longer held.
-        let (dead, lock) = staging(base.path()).unwrap();
+        let (dead, lock) = staging(&base).unwrap();
         std::fs::write(dead.join("ducklake-b.parquet"), b"b").unwrap();
         drop(lock);
-        let (own, _lock) = staging(base.path()).unwrap();
+        let (own, _lock) = staging(&base).unwrap();
         assert!(
             live.join("ducklake-a.parquet").exists(),
             "a running writer's folder stays"
@@ -350,10 +364,15 @@ mod tests {
 
     #[test]
     fn debug_and_errors_name_no_key() {
-        let base = tempfile::tempdir().unwrap();
-        let r = Remote::for_data_path("s3://b/lake/", Some(&s3()), "main/events", base.path())
-            .unwrap()
-            .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let r = Remote::for_data_path(
+            "s3://b/lake/",
+            Some(&s3()),
+            "main/events",
+            &tmp.path().join("spool"),
+        )
+        .unwrap()
+        .unwrap();
         let shown = format!("{r:?}");
         assert!(
             !shown.contains("AKIDEXAMPLE") && !shown.contains("EXAMPLEKEY"),
