@@ -312,11 +312,10 @@ impl Pipeline {
         }
         for reason in &added.dead_letters {
             // The converter's reasons are what the original counted as a
-            // JSON parse skip; an oversized record has its own label.
-            let label = if *reason == dead_letter_reason::OVERSIZED_RECORD {
-                dead_letter_reason::OVERSIZED_RECORD
-            } else {
-                skip_reason::JSON_PARSE
+            // JSON parse skip; records over a limit have their own labels.
+            let label = match *reason {
+                dead_letter_reason::OVERSIZED_RECORD | dead_letter_reason::TOO_MANY_KEYS => *reason,
+                _ => skip_reason::JSON_PARSE,
             };
             self.metrics
                 .records_skipped

@@ -32,6 +32,7 @@ fn announce(metrics: &IngestMetrics, cfg: &IngestConfig) {
         s::JSON_PARSE,
         s::ALREADY_RECORDED,
         millpond_shared::metrics::dead_letter_reason::OVERSIZED_RECORD,
+        millpond_shared::metrics::dead_letter_reason::TOO_MANY_KEYS,
     ];
     if stages.keep.is_some() {
         skipped.extend([

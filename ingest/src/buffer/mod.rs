@@ -63,7 +63,10 @@ pub struct Limits {
     /// dead letters (`too_many_columns`).
     pub max_columns: usize,
     /// Largest payload converted; a larger one is a dead letter
-    /// (`oversized_record`) holding its bytes.
+    /// (`oversized_record`) holding its bytes. Also the most one record's
+    /// values may cost as dead letters: a record with more keys than
+    /// `max_columns` that could cost more is one dead letter
+    /// (`too_many_keys`) holding its bytes (`convert::Limits`).
     pub max_record_bytes: usize,
 }
 
@@ -129,7 +132,13 @@ impl Pending {
                 None => {}
             }
         }
-        let converted = convert_limited(&payloads, self.limits.max_columns);
+        let converted = convert_limited(
+            &payloads,
+            crate::convert::Limits {
+                max_columns: self.limits.max_columns,
+                max_letter_bytes: self.limits.max_record_bytes,
+            },
+        );
         let mut buffered = Buffered {
             rows: converted.rows,
             tombstones: records.len() - payloads.len() - oversized.len(),

@@ -459,3 +459,53 @@ mod conservation {
         assert_ne!(a.rows_digest, b.rows_digest);
     }
 }
+
+#[test]
+fn a_record_whose_values_would_cost_too_much_as_dead_letters_is_kept_whole() {
+    let many: &'static [u8] = Box::leak(
+        format!(
+            "{{{}}}",
+            (0..400)
+                .map(|k| format!("\"k{k}\":1"))
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+        .into_bytes()
+        .into_boxed_slice(),
+    );
+    let limits = Limits {
+        max_columns: 2,
+        // Room for the dead letters of about 100 keys, not 400.
+        max_record_bytes: 100 * crate::convert::LETTER_FLOOR,
+    };
+    // Alone, and after a record that takes the columns first: the same fate.
+    for batch in [
+        vec![rec(0, 7, Some(many))],
+        vec![rec(0, 6, Some(br#"{"a":1,"b":2}"#)), rec(0, 7, Some(many))],
+    ] {
+        let mut p = Pending::with_limits(limits);
+        let added = p.add("t", &batch);
+        assert_eq!(added.dead_letters, ["too_many_keys"]);
+        assert_eq!(added.dead_values, 0, "no letter per key");
+        let cut = p.cut("t", FlushTrigger::Size, "f".into()).unwrap();
+        let letters = &cut.descriptor.dead_letters;
+        assert_eq!(letters.len(), 1);
+        assert_eq!(
+            (
+                letters[0].offset,
+                letters[0].original.as_slice(),
+                letters[0].value_level
+            ),
+            (7, many, false),
+            "the record as sent"
+        );
+        assert_eq!(cut.descriptor.expected_rows as usize, batch.len() - 1);
+    }
+    // Within the limit: a row, its extra keys value-level letters.
+    let mut p = Pending::with_limits(Limits {
+        max_record_bytes: 1_000 * crate::convert::LETTER_FLOOR,
+        ..limits
+    });
+    let added = p.add("t", &[rec(0, 7, Some(many))]);
+    assert_eq!((added.rows, added.dead_values), (1, 398));
+}

@@ -64,6 +64,11 @@
 //!   non-object top-level value such as 10,000 levels of `[[[…]]]` is
 //!   rejected at its first byte; a deeply nested value *inside* an object is
 //!   valid JSON and is kept as text (no depth limit applies to it).
+//! * **Too many keys.** With [`Limits`], an object with more keys (repeats
+//!   counted) than `max_columns` whose values as dead letters could cost
+//!   more than `max_letter_bytes` is skipped whole
+//!   ([`SkipReason::TooManyKeys`]): one message cannot hold more memory
+//!   as dead letters than the record limit allows.
 //! * **Batch.** [`Converted::rows`] is the number of converted payloads and
 //!   `rows + skipped.len() == payloads.len()`. If every payload is
 //!   skipped (or there are none) `batch` is `None`. If rows were converted but
@@ -126,21 +131,59 @@ pub struct Converted {
     pub repeated: Vec<Withheld>,
 }
 
+/// What one batch's conversion refuses to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most columns built: values of later keys go to
+    /// [`Converted::overflow`].
+    pub max_columns: usize,
+    /// Most bytes one record's values may cost as dead letters: a record
+    /// with more keys than `max_columns` whose keys, each costed at
+    /// [`LETTER_FLOOR`], with its bytes, come to more is skipped whole
+    /// ([`SkipReason::TooManyKeys`]). Decided from the record alone, so
+    /// the same record meets the same fate in any batch.
+    pub max_letter_bytes: usize,
+}
+
+impl Default for Limits {
+    /// No limits.
+    fn default() -> Self {
+        Limits {
+            max_columns: usize::MAX,
+            max_letter_bytes: usize::MAX,
+        }
+    }
+}
+
+/// The least a value-level dead letter costs ingest, whatever its value:
+/// the struct and the four allocations (topic, reason, column, value) it
+/// always makes (`buffer::cost`).
+pub const LETTER_FLOOR: usize = std::mem::size_of::<millpond_proto::DeadLetter>() + 4 * 32;
+
+impl Limits {
+    /// The record of `bytes` with `keys` keys (repeats counted) is to be
+    /// skipped whole.
+    pub fn too_many_keys(&self, bytes: usize, keys: usize) -> bool {
+        keys > self.max_columns
+            && keys.saturating_mul(LETTER_FLOOR).saturating_add(bytes) > self.max_letter_bytes
+    }
+}
+
 /// Converts a batch of JSON object payloads (tombstones already removed) into
 /// a single [`RecordBatch`]. See the [module documentation](self) for the
 /// exact semantics.
 pub fn convert(payloads: &[&[u8]]) -> Converted {
-    convert_limited(payloads, usize::MAX)
+    convert_limited(payloads, Limits::default())
 }
 
 /// [`convert`], building at most `max_columns` columns: the first non-null
 /// ones in first-seen order. Values of later keys are returned in
 /// [`Converted::overflow`] instead, so one message with 80,000 distinct keys
 /// costs `max_columns` columns, not 80,000.
-pub fn convert_limited(payloads: &[&[u8]], max_columns: usize) -> Converted {
-    let tape = scan::scan(payloads);
+pub fn convert_limited(payloads: &[&[u8]], limits: Limits) -> Converted {
+    let tape = scan::scan(payloads, limits);
     let rows = tape.rows();
-    let (batch, overflow) = build::build(&tape, max_columns);
+    let (batch, overflow) = build::build(&tape, limits.max_columns);
     let repeated = tape
         .repeated
         .iter()

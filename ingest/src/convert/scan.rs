@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use super::object::{read_object, Scratch};
 use super::strings::Invalid;
 use super::tape::{Entry, Repeated, Skip, SkipReason, Tape, Val};
+use super::Limits;
 
 /// Per-column duplicate-key tracking.
 #[derive(Debug, Clone, Copy)]
@@ -31,11 +32,15 @@ struct Scanner<'a> {
     /// hashing the key at all.
     hints: Vec<usize>,
     scratch: Scratch,
+    limits: Limits,
 }
 
 /// Parses all payloads. Never panics.
-pub(super) fn scan<'a>(payloads: &[&'a [u8]]) -> Tape<'a> {
-    let mut sc = Scanner::default();
+pub(super) fn scan<'a>(payloads: &[&'a [u8]], limits: Limits) -> Tape<'a> {
+    let mut sc = Scanner {
+        limits,
+        ..Scanner::default()
+    };
     // Unescaped and compacted text is never longer than the payloads it
     // comes from: reserving that once spares the arena's copies as it
     // grows (pages never written are never touched).
@@ -72,6 +77,7 @@ impl<'a> Scanner<'a> {
         self.tape.text = arena;
         self.scratch = scratch;
         let reason = match res {
+            Ok(()) if self.limits.too_many_keys(s.len(), pos) => SkipReason::TooManyKeys,
             Ok(()) => {
                 self.tape.row_ends.push(self.tape.entries.len());
                 return Ok(());

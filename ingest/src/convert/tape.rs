@@ -78,6 +78,9 @@ pub enum SkipReason {
     InvalidJson,
     /// Valid JSON, but an array, a scalar or `null` rather than an object.
     NotAnObject,
+    /// More keys than the column limit, whose values as dead letters would
+    /// cost more than the letter limit ([`super::Limits`]).
+    TooManyKeys,
 }
 
 impl SkipReason {
@@ -86,6 +89,7 @@ impl SkipReason {
             SkipReason::InvalidUtf8 => dead_letter_reason::INVALID_UTF8,
             SkipReason::InvalidJson => dead_letter_reason::INVALID_JSON,
             SkipReason::NotAnObject => dead_letter_reason::NOT_AN_OBJECT,
+            SkipReason::TooManyKeys => dead_letter_reason::TOO_MANY_KEYS,
         }
     }
 }

@@ -108,6 +108,10 @@ pub mod dead_letter_reason {
     pub const COLUMN_COERCION: &str = "column_coercion";
     /// Record level: the message is larger than MILLPOND_MAX_RECORD_BYTES.
     pub const OVERSIZED_RECORD: &str = "oversized_record";
+    /// Record level: the message has more keys than MILLPOND_MAX_COLUMNS
+    /// and the dead letters its values could become would cost more than
+    /// MILLPOND_MAX_RECORD_BYTES; it is kept whole, as sent, instead.
+    pub const TOO_MANY_KEYS: &str = "too_many_keys";
     /// The catalog refused to add the key's column, or the live column has
     /// a type the writer does not write (hoglake `variant`).
     pub const COLUMN_REFUSED: &str = "column_refused";
@@ -125,7 +129,7 @@ pub mod dead_letter_reason {
     pub const OTHER: &str = "other";
 
     /// Every reason Millpond gives.
-    pub const KNOWN: [&str; 12] = [
+    pub const KNOWN: [&str; 13] = [
         TYPE_MISMATCH,
         RESERVED_FIELD_NAME,
         UNSAFE_FIELD_NAME,
@@ -133,6 +137,7 @@ pub mod dead_letter_reason {
         TOO_MANY_COLUMNS,
         COLUMN_COERCION,
         OVERSIZED_RECORD,
+        TOO_MANY_KEYS,
         COLUMN_REFUSED,
         VARIANT_COMPANION_COLLISION,
         INVALID_JSON,

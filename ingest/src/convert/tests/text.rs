@@ -157,7 +157,11 @@ fn columns_beyond_the_limit_are_not_built_but_returned() {
         br#"{"x":null,"a":1,"b":"two","c":3}"#,
         br#"{"d":{"n":[1, 2]},"a":4}"#,
     ];
-    let out = crate::convert::convert_limited(&payloads, 2);
+    let limits = crate::convert::Limits {
+        max_columns: 2,
+        ..Default::default()
+    };
+    let out = crate::convert::convert_limited(&payloads, limits);
     let b = out.batch.unwrap();
     assert_eq!(
         names(&b),
