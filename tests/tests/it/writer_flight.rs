@@ -1902,3 +1902,112 @@ async fn a_flush_past_the_size_bound_is_refused_with_resource_exhausted() {
     w.stop();
     assert_eq!(lake.count(), 1000, "nothing of the refused flush");
 }
+
+/// More dead letters than DuckLake inlines, from a streamed flush's rows
+/// (an unsafe key in every row) and its trailer (records that are not
+/// rows), land once each, through a Parquet file of the dead-letter table
+/// registered in the flush's transaction; a resend of the flush adds none,
+/// and on S3 no local copy or unregistered upload stays.
+async fn many_dead_letters_of_a_streamed_flush_land_once_as_a_file(backend: Backend) {
+    let lake = Lake::new(backend, "events").with_env("DUCKLAKE_FILES_FROM_BYTES", "0");
+    let tmp = lake.dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let lake = lake.with_env("TMPDIR", tmp.to_str().unwrap());
+    let writer = Writer::start(&lake);
+    let mut sender = millpond_ingest::flight::WriterClient::new(writer.addr.clone());
+    let deadline = STREAM_DEADLINE;
+    let rows = |start: i64| {
+        let weird: Vec<String> = (start..start + 2000).map(|i| format!("w{i}")).collect();
+        plus(
+            long_rows(start, 2000),
+            "$weird",
+            Arc::new(StringArray::from(weird)),
+        )
+    };
+    let records: Vec<millpond_proto::DeadLetter> = (6000..7500)
+        .map(|o| millpond_proto::DeadLetter {
+            topic: "events".into(),
+            offset: o,
+            reason: "invalid_json".into(),
+            original: format!("{{bad {o}").into_bytes(),
+            ..Default::default()
+        })
+        .collect();
+    let mut desc = descriptor("dl-1", vec![r(0, 0, 7_499)], 6000);
+    desc.dead_letters = records;
+    for attempt in 0..2 {
+        let mut stream = sender.open("dl-1", &rows(0), deadline).await.unwrap();
+        for start in [2000, 4000] {
+            stream.push(&rows(start), deadline).await.unwrap();
+        }
+        let ack = stream.finish(&desc, deadline).await.unwrap();
+        let want = if attempt == 0 {
+            (6000, 7500, AckOutcome::Written)
+        } else {
+            (0, 0, AckOutcome::AlreadyRecorded)
+        };
+        assert_eq!(
+            (ack.rows_written, ack.dead_letters_written, ack.outcome()),
+            want
+        );
+    }
+    writer.stop();
+    assert_eq!(lake.count(), 6000);
+    assert_eq!(
+        lake.query(
+            "SELECT count(*), count(DISTINCT original), \
+             count(*) FILTER (reason = 'unsafe_field_name' AND column_name = '$weird'), \
+             count(*) FILTER (reason = 'invalid_json' AND column_name IS NULL), \
+             count(*) FILTER (flush_id = 'dl-1' AND _inserted_at IS NOT NULL AND topic = 'events') \
+             FROM lake.main.events_dead_letters"
+        ),
+        ["7500|7500|6000|1500|7500"]
+    );
+    assert_eq!(
+        lake.query(
+            "SELECT count(*) FROM lake.main.events_dead_letters \
+             WHERE original = ('w' || 4321)::BLOB OR original = '{bad 7499'::BLOB"
+        ),
+        ["2"]
+    );
+    let files =
+        lake.query("SELECT data_file FROM ducklake_list_files('lake', 'events_dead_letters')");
+    let prefix = format!("{}main/events_dead_letters/", lake.data_path());
+    assert_eq!(files.len(), 1, "one file, not inlined rows: {files:?}");
+    assert!(files[0].starts_with(&prefix), "{files:?}");
+    let by = lake.query(&format!(
+        "SELECT created_by FROM parquet_file_metadata('{}')",
+        files[0]
+    ));
+    assert!(
+        by.iter().all(|b| b.starts_with("parquet-rs")),
+        "the writer's own file, not DuckDB's insert: {by:?}"
+    );
+    let stored = lake.files_under(&prefix);
+    assert_eq!(
+        stored.len(),
+        1,
+        "nothing but the registered file: {stored:?}"
+    );
+    let staged: Vec<_> = walk(&tmp)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .collect();
+    if backend == Backend::PostgresS3 {
+        assert!(staged.is_empty(), "local copies deleted: {staged:?}");
+    }
+}
+
+mod many_dead_letters {
+    use millpond_tests::lake::Backend;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn land_once_as_a_file_embedded() {
+        super::many_dead_letters_of_a_streamed_flush_land_once_as_a_file(Backend::Embedded).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn land_once_as_a_file_on_s3() {
+        super::many_dead_letters_of_a_streamed_flush_land_once_as_a_file(Backend::PostgresS3).await
+    }
+}

@@ -231,7 +231,7 @@ fn insert(
         rows: insert_sql(&lake.cfg, rows, select.as_deref())
             .into_iter()
             .collect(),
-        dead_letters: views.has_dead_letters(),
+        dead_letters: views.dead_letters_sql(lake),
     }
     .run(lake);
     if matches!(&committed, Err(f) if !dual.companions.is_empty() && dual_write::is_overflow(&f.error.message))
@@ -260,7 +260,7 @@ fn insert(
             rows: insert_sql(&lake.cfg, rows, Some(&plain))
                 .into_iter()
                 .collect(),
-            dead_letters: views.has_dead_letters(),
+            dead_letters: views.dead_letters_sql(lake),
         }
         .run(lake);
     }

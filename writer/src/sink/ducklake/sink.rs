@@ -51,7 +51,15 @@ impl DuckLakeSink {
         )
         .map_err(SinkError::permanent)?
         .map(std::sync::Arc::new);
-        let streams = Streams::new(&cfg, remote);
+        let letters_remote = match (&remote, &cfg.dead_letter_table) {
+            (Some(remote), Some(dl)) => Some(std::sync::Arc::new(
+                remote
+                    .for_folder(&format!("{}/{dl}", cfg.schema))
+                    .map_err(SinkError::permanent)?,
+            )),
+            _ => None,
+        };
+        let streams = Streams::new(&cfg, remote, letters_remote);
         let mut lake = Lake::new(cfg, metrics);
         lake.open()?;
         Ok(DuckLakeSink {

@@ -23,8 +23,8 @@ pub struct Transaction<'a> {
     pub ddl: &'a [String],
     /// Statements that add the flush's rows, run one at a time.
     pub rows: Vec<String>,
-    /// The dead letters' view is registered: insert them.
-    pub dead_letters: bool,
+    /// The statement that adds the flush's dead letters, if any.
+    pub dead_letters: Option<String>,
 }
 
 /// Where a transaction failed.
@@ -78,9 +78,7 @@ impl Transaction<'_> {
             .collect();
         head.extend(self.ddl.iter().cloned());
         let mut tail = Vec::new();
-        if let (true, Some(dl)) = (self.dead_letters, &lake.dead_letters) {
-            tail.push(dl.insert_sql());
-        }
+        tail.extend(self.dead_letters);
         if let Some(s) = lake.offsets.insert_sql(&flush.id, &flush.ranges) {
             tail.push(s);
         }

@@ -64,8 +64,10 @@ impl Views {
         self.scan.is_some()
     }
 
-    pub fn has_dead_letters(&self) -> bool {
-        self.dead_letters.is_some()
+    /// The statement that inserts the registered dead letters, if any.
+    pub fn dead_letters_sql(&self, lake: &Lake) -> Option<String> {
+        self.dead_letters.as_ref()?;
+        lake.dead_letters.as_ref().map(|t| t.insert_sql())
     }
 
     /// Drops both views, registered or not, then the streams: to register

@@ -20,6 +20,22 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 use super::private_dir;
 use crate::sink::ducklake::config::S3Config;
 
+fn upload_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the upload runtime: {e}"))
+}
+
+/// `prefix/folder`, without empty parts or slashes at the ends.
+fn key_folder(prefix: &str, folder: &str) -> String {
+    [prefix, folder.trim_matches('/')]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// Files up to this size are one PUT; larger ones a multipart upload of
 /// parts this size (S3's smallest part is 5 MiB), two parts in flight.
 const PART: usize = 8 << 20;
@@ -31,6 +47,8 @@ pub struct Remote {
     /// code, where dropping a runtime would panic).
     runtime: Option<tokio::runtime::Runtime>,
     bucket: String,
+    /// The data path's key in the bucket, without slashes at the ends.
+    prefix: String,
     /// The table folder's key in the bucket, without slashes at the ends.
     folder: String,
     /// Where files wait for their upload.
@@ -77,25 +95,36 @@ impl Remote {
         if bucket.is_empty() {
             return Err(format!("data path {data_path} names no bucket"));
         }
-        let folder = [prefix.trim_matches('/'), folder.trim_matches('/')]
-            .into_iter()
-            .filter(|p| !p.is_empty())
-            .collect::<Vec<_>>()
-            .join("/");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("starting the upload runtime: {e}"))?;
+        let prefix = prefix.trim_matches('/').to_owned();
         let (staging, lock) = staging(staging_base)?;
         Ok(Some(Remote {
             store: Arc::new(store(bucket, s3)?),
-            runtime: Some(runtime),
+            runtime: Some(upload_runtime()?),
             bucket: bucket.to_owned(),
-            folder,
+            folder: key_folder(&prefix, folder),
+            prefix,
             staging,
             _lock: lock,
             s3: s3.clone(),
         }))
+    }
+
+    /// The same bucket and staging folder, for another table's folder
+    /// (`schema/table` under the data path).
+    pub fn for_folder(&self, folder: &str) -> Result<Remote, String> {
+        Ok(Remote {
+            store: self.store.clone(),
+            runtime: Some(upload_runtime()?),
+            bucket: self.bucket.clone(),
+            folder: key_folder(&self.prefix, folder),
+            prefix: self.prefix.clone(),
+            staging: self.staging.clone(),
+            _lock: self
+                ._lock
+                .try_clone()
+                .map_err(|e| format!("sharing the staging folder's lock: {e}"))?,
+            s3: self.s3.clone(),
+        })
     }
 
     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {

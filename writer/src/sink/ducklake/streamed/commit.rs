@@ -6,8 +6,12 @@ use arrow::datatypes::{Field, Schema};
 use millpond_proto::AckOutcome;
 use millpond_shared::failpoint::{self, Failpoint};
 
+use std::path::Path;
+
+use super::letter_file::{LetterFile, INLINED_ROWS};
 use super::pause::FilesPause;
 use super::refusal::resend_whole;
+use super::spooling::file_codec;
 use super::stream::Streamed;
 use crate::sink::ducklake::classify::FILE_REFUSED;
 use crate::sink::ducklake::lake::Lake;
@@ -16,6 +20,7 @@ use crate::sink::ducklake::table::{self, Evolution};
 use crate::sink::ducklake::transaction::{Failed, Transaction};
 use crate::sink::ducklake::views::Views;
 use crate::sink::ducklake::{connect, counts, recorded, spool};
+use crate::sink::letters::Letters;
 use crate::sink::{Durable, Flush, Receipt, SinkError};
 
 /// Columns a flush's files bring, added in its write transaction.
@@ -35,10 +40,17 @@ pub fn commit_files(
     let spool = st.spool.as_mut().expect("spooled");
     spool.close().map_err(|e| resend_whole(&e))?;
     if let Some(receipt) = recorded::already_recorded(lake, flush)? {
+        let letter_file = st.letter_file.as_mut();
         if st.maybe_in_lake {
             spool.release();
+            if let Some(f) = letter_file {
+                f.release();
+            }
         } else {
             spool.remove();
+            if let Some(f) = letter_file {
+                f.remove();
+            }
         }
         return Ok(receipt);
     }
@@ -74,7 +86,13 @@ pub fn commit_files(
     found.fill_topics(&flush.ranges);
     let letters = flush.dead_letters.and(found);
     let mut views = Views::default();
-    views.dead_letters(lake, &flush.id, &letters)?;
+    let dead_letters = match letters_in_a_file(lake, flush, st, &letters)? {
+        Some(sql) => Some(sql),
+        None => {
+            views.dead_letters(lake, &flush.id, &letters)?;
+            views.dead_letters_sql(lake)
+        }
+    };
     let table = literal(&lake.cfg.table);
     let schema = literal(&lake.cfg.schema);
     // Every file in one call: DuckLake reads each footer either way, but
@@ -92,7 +110,7 @@ pub fn commit_files(
         flush,
         ddl: &ddl,
         rows: calls,
-        dead_letters: views.has_dead_letters(),
+        dead_letters,
     }
     .run(lake);
     // COMMIT was issued: the files may be in the lake.
@@ -114,6 +132,9 @@ pub fn commit_files(
     })?;
     let spool = st.spool.as_mut().expect("spooled");
     spool.release();
+    if let Some(file) = st.letter_file.as_mut() {
+        file.release();
+    }
     if columns.evo.created {
         tracing::info!(table = %lake.cfg.qualified_table(), columns = columns.schema.fields().len() + 1, "table created");
         // Read its columns as the lake has them at the next flush.
@@ -237,4 +258,38 @@ fn files_can_take(evo: &Evolution) -> Result<(), SinkError> {
         )));
     }
     Ok(())
+}
+
+/// The statement that registers the flush's dead letters as a file of the
+/// dead-letter table, when there are more than DuckLake inlines and the
+/// table is on; the file is written at the first attempt and kept for the
+/// next ones. `None`: DuckDB inserts them.
+fn letters_in_a_file(
+    lake: &Lake,
+    flush: &Flush,
+    st: &mut Streamed,
+    letters: &Letters,
+) -> Result<Option<String>, SinkError> {
+    let Some(table) = lake.cfg.dead_letter_table.as_deref() else {
+        return Ok(None);
+    };
+    if letters.len() <= INLINED_ROWS {
+        return Ok(None);
+    }
+    let transient = |e: String| SinkError::transient(connect::scrub(&lake.cfg.lake, &e));
+    if st.letter_file.is_none() {
+        let Ok(codec) = file_codec(lake)? else {
+            return Ok(None);
+        };
+        let dir = Path::new(&lake.cfg.lake.data_path)
+            .join(&lake.cfg.schema)
+            .join(table);
+        let remote = st.letters_remote.clone();
+        let file = LetterFile::write(&dir, remote, &flush.id, letters, codec).map_err(transient)?;
+        st.letter_file = Some(file);
+    }
+    let file = st.letter_file.as_mut().expect("written above");
+    file.register_sql(&lake.cfg.schema, table)
+        .map(Some)
+        .map_err(transient)
 }

@@ -22,6 +22,7 @@
 //! [`SinkErrorKind::ResendWhole`]: crate::sink::SinkErrorKind::ResendWhole
 mod columns;
 mod commit;
+mod letter_file;
 mod pause;
 mod refusal;
 mod spooling;

@@ -83,7 +83,9 @@ fn table_dir(cfg: &DuckLakeConfig) -> PathBuf {
 
 /// The table's `parquet_compression` (most specific scope first) as a
 /// codec; `Ok(Err(why))` when the files cannot use it.
-fn file_codec(lake: &Lake) -> Result<Result<parquet::basic::Compression, String>, SinkError> {
+pub(super) fn file_codec(
+    lake: &Lake,
+) -> Result<Result<parquet::basic::Compression, String>, SinkError> {
     let conn = lake.conn();
     let sql = "SELECT option_name, value FROM lake.options() \
         WHERE option_name IN ('parquet_compression', 'parquet_compression_level') \

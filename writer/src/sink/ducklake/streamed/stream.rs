@@ -1,12 +1,14 @@
 //! One streamed flush being received: the batches held, or the spool its
 //! rows went to, and what spooling them found.
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-use crate::sink::letters::Letters;
 use arrow::record_batch::RecordBatch;
 
 use super::columns::NewColumns;
-use crate::sink::ducklake::spool::Spool;
+use super::letter_file::LetterFile;
+use crate::sink::ducklake::spool::{Remote, Spool};
+use crate::sink::letters::Letters;
 use crate::sink::{Flush, SinkError};
 
 #[derive(Default)]
@@ -22,6 +24,11 @@ pub struct Streamed {
     /// Value-level dead letters found while spooling; their topic is set
     /// from the trailer's ranges.
     pub dead_letters: Letters,
+    /// The flush's dead letters as a file of the dead-letter table, once
+    /// written (kept across attempts: the letters do not change).
+    pub letter_file: Option<LetterFile>,
+    /// For a lake on S3: where the dead-letter table's files go.
+    pub letters_remote: Option<Arc<Remote>>,
     pub unsafe_names: BTreeSet<String>,
     pub reserved_names: BTreeSet<String>,
     pub rows_with_unsafe: u64,
@@ -44,6 +51,9 @@ impl Streamed {
             spool.remove();
         }
         self.dead_letters = Letters::default();
+        if let Some(mut file) = self.letter_file.take() {
+            file.remove();
+        }
         self.unsafe_names.clear();
         self.reserved_names.clear();
         self.rows_with_unsafe = 0;
@@ -77,6 +87,13 @@ impl Streamed {
                 spool.release();
             } else {
                 spool.remove();
+            }
+        }
+        if let Some(mut file) = self.letter_file.take() {
+            if self.maybe_in_lake {
+                file.release();
+            } else {
+                file.remove();
             }
         }
     }

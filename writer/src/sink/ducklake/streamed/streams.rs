@@ -26,10 +26,16 @@ pub struct Streams {
     pub pause: FilesPause,
     /// A data path on S3: where files are uploaded before registration.
     remote: Option<Arc<Remote>>,
+    /// The same for the dead-letter table's files.
+    letters_remote: Option<Arc<Remote>>,
 }
 
 impl Streams {
-    pub fn new(cfg: &DuckLakeConfig, remote: Option<Arc<Remote>>) -> Streams {
+    pub fn new(
+        cfg: &DuckLakeConfig,
+        remote: Option<Arc<Remote>>,
+        letters_remote: Option<Arc<Remote>>,
+    ) -> Streams {
         let files_off = files_refused_by_config(cfg, remote.is_some());
         if let Some(why) = &files_off {
             tracing::info!(why = %why, "streamed flushes are held and inserted by DuckDB, not written to files as they arrive");
@@ -41,6 +47,7 @@ impl Streams {
             closed: false,
             pause: FilesPause::default(),
             remote,
+            letters_remote,
         }
     }
 
@@ -51,6 +58,7 @@ impl Streams {
         self.tokens += 1;
         let st = Streamed {
             token: self.tokens,
+            letters_remote: self.letters_remote.clone(),
             ..Streamed::default()
         };
         if let Some(mut replaced) = self.streams.insert(flush_id.to_owned(), st) {
