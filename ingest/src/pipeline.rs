@@ -9,8 +9,9 @@ use millpond_proto::FlushTrigger;
 use millpond_shared::metrics::{dead_letter_reason, error_type, skip_reason, IngestMetrics};
 use millpond_shared::shutdown::{Stop, Stopped};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{Message, OwnedMessage};
 
+use crate::buffer::cost;
 use crate::config::IngestConfig;
 use crate::delivery::{Delivered, Delivery};
 use crate::flight::{WriterClient, SHUTDOWN_GRACE};
@@ -47,6 +48,11 @@ pub struct Pipeline {
 
 /// Longest single wait inside one consume call, so shutdown is prompt.
 const STOP_CHECK: Duration = Duration::from_millis(250);
+/// A poll goes through the stages in parts of at most FLUSH_SIZE / this
+/// (by `buffer::cost::record_bound`), and at least [`MIN_PART_BYTES`]:
+/// the anchor workload's polls stay whole (1,000 events bound ~9 MB).
+const PARTS_PER_FLUSH: usize = 8;
+const MIN_PART_BYTES: usize = 1 << 20;
 
 /// A fatal consumer error ends the loop, once the batch polled before it
 /// went through.
@@ -68,6 +74,40 @@ pub fn poll_timeout(interval: Duration, elapsed: Duration) -> Duration {
         .saturating_sub(elapsed)
         .max(Duration::from_millis(100))
         .min(Duration::from_secs(60))
+}
+
+/// Runs a poll's records through the stages a part at a time
+/// (`buffer::cost::parts`), streaming what they converted; stops after the
+/// part that filled the flush, answering where the rest begins.
+fn convert_parts(
+    stages: &mut Stages,
+    delivery: &mut Delivery,
+    freshness: &mut Freshness,
+    metrics: &IngestMetrics,
+    cfg: &IngestConfig,
+    records: &[Record<'_>],
+) -> Option<usize> {
+    let budget = (cfg.flush.size as usize / PARTS_PER_FLUSH).max(MIN_PART_BYTES);
+    for part in cost::parts(records, budget) {
+        let end = part.end;
+        let started = Instant::now();
+        let added = stages.process(&cfg.kafka.topic, &records[part.clone()]);
+        freshness.consumed(&records[part], !stages.is_empty());
+        metrics
+            .arrow_conversion_seconds
+            .observe(started.elapsed().as_secs_f64());
+        if stages.streams() {
+            let unsent = delivery.stream(stages.drain());
+            if !unsent.is_empty() {
+                stages.restore(unsent);
+            }
+        }
+        Pipeline::count(metrics, &added);
+        if end < records.len() && stages.bytes() as u64 >= cfg.flush.size {
+            return Some(end);
+        }
+    }
+    None
 }
 
 impl Pipeline {
@@ -280,24 +320,40 @@ impl Pipeline {
                 .inc_by(n);
         }
         self.retention.consumed(&records);
-        let started = Instant::now();
-        let added = self.stages.process(&self.cfg.kafka.topic, &records);
-        self.freshness.consumed(&records, !self.stages.is_empty());
+        // A part at a time, the flush cut between parts once full: what
+        // one poll converts is bounded by FLUSH_SIZE, whatever its shape.
+        let full = convert_parts(
+            &mut self.stages,
+            &mut self.delivery,
+            &mut self.freshness,
+            &self.metrics,
+            &self.cfg,
+            &records,
+        );
         if let Some(r) = self.run_to_latest.as_mut() {
             r.consumed(&records);
         }
-        self.metrics
-            .arrow_conversion_seconds
-            .observe(started.elapsed().as_secs_f64());
+        // The messages borrow the consumer, which a flush commits with:
+        // the rest of the poll is copied out before the flush.
+        let mut rest: Vec<OwnedMessage> = full
+            .map(|at| messages[at..].iter().map(|m| m.detach()).collect())
+            .unwrap_or_default();
         drop(records);
         drop(messages);
-        if self.stages.streams() {
-            let unsent = self.delivery.stream(self.stages.drain());
-            if !unsent.is_empty() {
-                self.stages.restore(unsent);
-            }
+        while !rest.is_empty() {
+            self.flush(FlushTrigger::Size)?;
+            let records: Vec<Record<'_>> = rest.iter().map(Record::of).collect();
+            let full = convert_parts(
+                &mut self.stages,
+                &mut self.delivery,
+                &mut self.freshness,
+                &self.metrics,
+                &self.cfg,
+                &records,
+            );
+            drop(records);
+            rest.drain(..full.unwrap_or(rest.len()));
         }
-        self.count(&added);
         self.metrics.pending_bytes.set(self.stages.bytes() as i64);
         self.metrics
             .buffer_fullness
@@ -306,9 +362,9 @@ impl Pipeline {
     }
 
     /// Counts what the buffer did with one consumed batch.
-    fn count(&self, added: &Added) {
+    fn count(metrics: &IngestMetrics, added: &Added) {
         if added.tombstones > 0 {
-            self.metrics.tombstones.inc_by(added.tombstones as u64);
+            metrics.tombstones.inc_by(added.tombstones as u64);
         }
         for reason in &added.dead_letters {
             // The converter's reasons are what the original counted as a
@@ -317,39 +373,33 @@ impl Pipeline {
                 dead_letter_reason::OVERSIZED_RECORD | dead_letter_reason::TOO_MANY_KEYS => *reason,
                 _ => skip_reason::JSON_PARSE,
             };
-            self.metrics
-                .records_skipped
-                .with_label_values(&[label])
-                .inc();
+            metrics.records_skipped.with_label_values(&[label]).inc();
             tracing::debug!(reason, "record is not a row: dead letter");
         }
         for (reason, n) in &added.filtered {
-            self.metrics
+            metrics
                 .records_skipped
                 .with_label_values(&[reason])
                 .inc_by(*n as u64);
         }
         for (target, clean) in &added.coerced {
             if *clean {
-                self.metrics
-                    .columns_coerced
-                    .with_label_values(&[target])
-                    .inc();
+                metrics.columns_coerced.with_label_values(&[target]).inc();
             } else {
-                self.metrics
+                metrics
                     .errors
                     .with_label_values(&[error_type::COLUMN_COERCION])
                     .inc();
             }
         }
         if added.invalid_values > 0 {
-            self.metrics
+            metrics
                 .errors
                 .with_label_values(&[error_type::FILTER_VALUE_INVALID])
                 .inc_by(added.invalid_values as u64);
         }
         for (value, n) in &added.matched {
-            self.metrics.filter_matched.inc_by(value, *n as u64);
+            metrics.filter_matched.inc_by(value, *n as u64);
         }
     }
 

@@ -886,3 +886,50 @@ fn a_replica_count_change_mid_stream_hands_partitions_over_without_exits() {
     w1.stop();
     assert_eq!(distinct_seq(&lake), (total as i64, total as i64));
 }
+
+/// One poll of records with thousands of keys past MILLPOND_MAX_COLUMNS
+/// (each key a value-level dead letter, ~50 times its bytes once held) goes
+/// through the stages a part at a time, and the flush is cut at FLUSH_SIZE
+/// between parts: several size flushes, not one poll's letters at once.
+/// Every record lands once, every extra key once in the dead-letter table.
+#[test]
+fn a_poll_of_many_keyed_records_is_cut_into_flushes_at_flush_size() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(TOPIC, 1, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    let lake = Lake::new(Backend::Embedded, "events");
+    let records: Vec<(i32, Option<Vec<u8>>)> = (0..60)
+        .map(|i| {
+            let keys: Vec<String> = (0..2000).map(|k| format!("\"k{k}\":{}", k % 7)).collect();
+            (
+                0,
+                Some(format!("{{\"seq\":{i},{}}}", keys.join(",")).into_bytes()),
+            )
+        })
+        .collect();
+    produce(&bs, TOPIC, &records);
+    let w = Writer::start(&lake);
+    let mut o = opts(&bs, &w.addr, 1, 0);
+    o.extra.push(("FLUSH_INTERVAL_MS", "600000".into()));
+    o.extra.push(("FLUSH_SIZE", "4194304".into()));
+    o.extra.push(("MILLPOND_MAX_COLUMNS", "10".into()));
+    let ingest = Ingest::start(&o, lake.dir.path());
+    eventually(Duration::from_secs(60), "everything committed", || {
+        total_committed(&bs, 1) == 60
+    });
+    let size_flushes = ingest.metric("millpond_batches_flushed_total", &[("trigger", "size")]);
+    assert!(
+        size_flushes >= 4.0,
+        "the poll's letters were cut into flushes: {size_flushes} size flushes"
+    );
+    ingest.stop();
+    w.stop();
+    assert_eq!(distinct_seq(&lake), (60, 60));
+    assert_eq!(
+        lake.query(
+            "SELECT count(*), count(DISTINCT (kafka_offset, column_name)), \
+             count(*) FILTER (reason = 'too_many_columns') FROM lake.main.events_dead_letters"
+        ),
+        [format!("{n}|{n}|{n}", n = 60 * (2001 - 10))]
+    );
+}
