@@ -21,6 +21,7 @@ mod pipeline_e2e;
 mod replay_tool;
 mod retention;
 mod rollouts;
+mod writer_bounds;
 mod writer_extensions;
 mod writer_faults;
 mod writer_flight;
