@@ -18,6 +18,7 @@ mod live_reader;
 mod msk_iam_token;
 mod nisshi_e2e;
 mod pipeline_e2e;
+mod private_outputs;
 mod replay_tool;
 mod retention;
 mod rollouts;

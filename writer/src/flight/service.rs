@@ -145,10 +145,7 @@ impl WriterService {
             Err(failure) => {
                 let status = failure_status(&id, &failure);
                 if failure.error.is_fault() {
-                    self.health.write_failed(
-                        failure.error.message.clone(),
-                        failure.error.kind == SinkErrorKind::Permanent,
-                    );
+                    self.health.write_failed(failure.error.kind);
                 }
                 if failure.exhausted {
                     let why = match failure.error.kind {
@@ -156,7 +153,7 @@ impl WriterService {
                         _ => "retries exhausted",
                     };
                     let reason = format!("flush {id}: {why}: {}", failure.error.message);
-                    self.health.set_fatal(reason.clone());
+                    self.health.set_fatal(failure.error.kind);
                     let _ = self.fatal.send(Some(reason));
                 }
                 Err(status)
