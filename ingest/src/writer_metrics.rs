@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use millpond_shared::config::EnvReader;
+use millpond_shared::config::{EnvReader, SecretUrl};
 use millpond_shared::http::Appended;
 use prometheus::IntGauge;
 
@@ -24,27 +24,24 @@ pub const TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_BYTES: usize = 16 << 20;
 
 /// MILLPOND_WRITER_METRICS_URL: an http(s) URL, or `off`.
-pub fn url_from_env(r: &mut EnvReader<'_>) -> Option<reqwest::Url> {
+/// Shown masked only, like every URL of a setting.
+pub fn url_from_env(r: &mut EnvReader<'_>) -> Option<SecretUrl> {
     let text = r.string_or(URL_VAR, DEFAULT_URL);
     if text.eq_ignore_ascii_case(OFF) {
         return None;
     }
-    match reqwest::Url::parse(&text) {
-        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Some(url),
-        _ => {
+    SecretUrl::parse(&text)
+        .map_err(|e| {
             r.errors.push(
                 URL_VAR,
-                format!(
-                    "must be an http(s) URL of the writer's /metrics, or {OFF:?} (got {text:?})"
-                ),
-            );
-            None
-        }
-    }
+                format!("{e}: must be an http(s) URL of the writer's /metrics, or {OFF:?}"),
+            )
+        })
+        .ok()
 }
 
 /// Reads the writer's exposition at `url` for each scrape.
-pub fn appended(url: reqwest::Url, up: IntGauge) -> anyhow::Result<Appended> {
+pub fn appended(url: SecretUrl, up: IntGauge) -> anyhow::Result<Appended> {
     let client = reqwest::Client::builder()
         .timeout(TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
@@ -75,9 +72,9 @@ pub fn appended(url: reqwest::Url, up: IntGauge) -> anyhow::Result<Appended> {
     }))
 }
 
-async fn read(client: &reqwest::Client, url: &reqwest::Url) -> Result<String, String> {
+async fn read(client: &reqwest::Client, url: &SecretUrl) -> Result<String, String> {
     let resp = client
-        .get(url.clone())
+        .get(url.expose().clone())
         .send()
         .await
         .map_err(|e| e.without_url().to_string())?;

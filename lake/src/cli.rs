@@ -159,8 +159,8 @@ pub enum Command {
         #[arg(long)]
         once: bool,
         /// Overrides DUCKLAKE_METRICS_PUSH_URL.
-        #[arg(long, requires = "once")]
-        push_url: Option<String>,
+        #[arg(long, requires = "once", value_parser = millpond_shared::config::SecretUrl::parse)]
+        push_url: Option<millpond_shared::config::SecretUrl>,
     },
 }
 

@@ -3,7 +3,7 @@
 //! the writer's own parser, plus the metrics exporter's DUCKLAKE_METRICS_*.
 use std::time::Duration;
 
-use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader};
+use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader, SecretUrl};
 use millpond_shared::failpoint;
 
 use millpond_writer::lake_api::table_setting;
@@ -40,8 +40,9 @@ pub struct ToolConfig {
 
 #[derive(Debug, Clone)]
 pub struct MetricsConfig {
-    /// DUCKLAKE_METRICS_PUSH_URL: where `metrics --once` POSTs.
-    pub push_url: Option<String>,
+    /// DUCKLAKE_METRICS_PUSH_URL: where `metrics --once` POSTs; shown
+    /// masked only (it may carry a user, a password, a token).
+    pub push_url: Option<SecretUrl>,
     /// DUCKLAKE_METRICS_INTERVAL_S (default 60): how often the exporter
     /// reads the catalog.
     pub interval: Duration,
@@ -81,15 +82,11 @@ impl ToolConfig {
             lake.check_extension_signatures = true;
             lake
         });
-        let push_url = r.optional("DUCKLAKE_METRICS_PUSH_URL");
-        if let Some(u) = &push_url {
-            if !(u.starts_with("http://") || u.starts_with("https://")) {
-                r.errors.push(
-                    "DUCKLAKE_METRICS_PUSH_URL",
-                    format!("must be an http:// or https:// URL (got {u:?})"),
-                );
-            }
-        }
+        let push_url = r.optional("DUCKLAKE_METRICS_PUSH_URL").and_then(|u| {
+            SecretUrl::parse(&u)
+                .map_err(|e| r.errors.push("DUCKLAKE_METRICS_PUSH_URL", e))
+                .ok()
+        });
         let interval = Duration::from_secs(r.positive_u64("DUCKLAKE_METRICS_INTERVAL_S", 60));
         let small_file_bytes = match r.optional("DUCKLAKE_METRICS_SMALL_FILE_BYTES") {
             None => 10 << 20,

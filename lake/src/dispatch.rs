@@ -105,7 +105,7 @@ fn step(command: Command, cfg: &ToolConfig, ask: &Ask) -> anyhow::Result<bool> {
         Command::Metrics { once, push_url } => {
             if once {
                 let url = push_url.or_else(|| cfg.metrics.push_url.clone());
-                metrics::once(cfg, url.as_deref())?;
+                metrics::once(cfg, url.as_ref())?;
                 return Ok(true);
             }
             let rt = tokio::runtime::Builder::new_multi_thread()

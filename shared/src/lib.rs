@@ -12,6 +12,7 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod process;
+pub mod redact;
 pub mod retry;
 pub mod shutdown;
 pub mod timestamp_text;

@@ -60,6 +60,18 @@ impl Destination {
 /// default FLUSH_SIZE (a flush passes FLUSH_SIZE by at most one batch).
 pub const DEFAULT_MAX_FLUSH_BYTES: u64 = 1 << 30;
 
+/// MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES by default: two flushes at their
+/// bound, so a resent flush fits while the writer still holds the one whose
+/// ack was lost, and N local clients cannot hold N flushes.
+pub fn in_flight_default(max_flush_bytes: u64) -> u64 {
+    max_flush_bytes.saturating_mul(2)
+}
+
+/// MILLPOND_WRITER_UPLOAD_IDLE_TIMEOUT_S by default: well above ingest's
+/// default FLUSH_INTERVAL_MS (60 s), the longest a streamed flush waits for
+/// its next batch.
+pub const DEFAULT_UPLOAD_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
 #[derive(Debug, Clone)]
 pub struct WriterConfig {
     pub common: CommonConfig,
@@ -69,6 +81,12 @@ pub struct WriterConfig {
     /// Most Arrow bytes one DoPut (a whole flush) may carry
     /// (MILLPOND_WRITER_MAX_FLUSH_BYTES); beyond, RESOURCE_EXHAUSTED.
     pub max_flush_bytes: u64,
+    /// Most Arrow bytes all DoPuts may hold at once
+    /// (MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES); beyond, RESOURCE_EXHAUSTED.
+    pub max_in_flight_bytes: u64,
+    /// An upload that sends nothing for this long is cut
+    /// (MILLPOND_WRITER_UPLOAD_IDLE_TIMEOUT_S).
+    pub upload_idle_timeout: std::time::Duration,
     /// The HTTP/2 window of a DoPut (MILLPOND_WRITER_FLOW_WINDOW_BYTES): how
     /// much of a flush the writer lets its ingest send ahead of what it has
     /// read, held in memory meanwhile.
@@ -140,6 +158,16 @@ impl WriterConfig {
             4 << 20..=u64::MAX,
             "must be at least 4MiB",
         );
+        let max_in_flight_bytes = r.size(
+            "MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES",
+            &in_flight_default(max_flush_bytes).to_string(),
+            4 << 20..=u64::MAX,
+            "must be at least 4MiB",
+        );
+        let upload_idle_timeout = std::time::Duration::from_secs(r.positive_u64(
+            "MILLPOND_WRITER_UPLOAD_IDLE_TIMEOUT_S",
+            DEFAULT_UPLOAD_IDLE_TIMEOUT.as_secs(),
+        ));
         let flow_window_bytes = flow_window(&mut r);
         let sink = if destination == "hoglake" {
             HoglakeConfig::parse(&mut r).map(|c| Destination::Hoglake(Box::new(c)))
@@ -170,6 +198,8 @@ impl WriterConfig {
             addr,
             max_message_bytes,
             max_flush_bytes,
+            max_in_flight_bytes,
+            upload_idle_timeout,
             flow_window_bytes,
             sink: sink.expect("no errors means the sink config parsed"),
             failpoint,
@@ -228,6 +258,40 @@ mod tests {
             let errs = with(bad).unwrap_err();
             assert_eq!(errs.vars(), ["MILLPOND_WRITER_FLOW_WINDOW_BYTES"], "{bad}");
         }
+    }
+
+    #[test]
+    #[cfg(feature = "ducklake")]
+    fn the_in_flight_bound_follows_the_flush_bound_unless_set() {
+        let with = |pairs: &[(&str, &str)]| {
+            let mut env = vec![("DUCKLAKE_TABLE", "events")];
+            env.extend_from_slice(pairs);
+            WriterConfig::from_env(&Env::from_pairs(env))
+        };
+        let d = with(&[]).unwrap();
+        assert_eq!(d.max_in_flight_bytes, 2 << 30);
+        assert_eq!(d.upload_idle_timeout, DEFAULT_UPLOAD_IDLE_TIMEOUT);
+        let c = with(&[("MILLPOND_WRITER_MAX_FLUSH_BYTES", "64MiB")]).unwrap();
+        assert_eq!(c.max_in_flight_bytes, 128 << 20);
+        let c = with(&[
+            ("MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES", "300MiB"),
+            ("MILLPOND_WRITER_UPLOAD_IDLE_TIMEOUT_S", "7"),
+        ])
+        .unwrap();
+        assert_eq!(c.max_in_flight_bytes, 300 << 20);
+        assert_eq!(c.upload_idle_timeout.as_secs(), 7);
+        let errs = with(&[
+            ("MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES", "1KiB"),
+            ("MILLPOND_WRITER_UPLOAD_IDLE_TIMEOUT_S", "0"),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            errs.vars(),
+            [
+                "MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES",
+                "MILLPOND_WRITER_UPLOAD_IDLE_TIMEOUT_S"
+            ]
+        );
     }
 
     #[test]

@@ -41,7 +41,11 @@ async fn run(cfg: WriterConfig) -> anyhow::Result<()> {
     let (fatal_tx, mut fatal_rx) = watch::channel(None::<String>);
     let (stop_tx, stop_rx) = watch::channel(false);
     let service = WriterService::new(sink.clone(), metrics, health.clone(), fatal_tx)
-        .with_max_flush_bytes(cfg.max_flush_bytes)
+        .with_bounds(
+            cfg.max_flush_bytes,
+            cfg.max_in_flight_bytes,
+            cfg.upload_idle_timeout,
+        )
         .with_write_budget(cfg.sink.write_budget());
     let activity = service.activity();
     let mut stop = stop_rx.clone();

@@ -6,6 +6,7 @@ use reqwest::{Method, Url};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use millpond_shared::config::SecretUrl;
 use millpond_shared::deadline::Deadline;
 
 use super::error::{api_error, truncate};
@@ -15,7 +16,7 @@ use super::{
 use crate::schema::{ColumnDef, Table};
 
 /// A client for one catalog on one hoglake server.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CatalogClient {
     http: reqwest::Client,
     /// Per-request timeout (HOGLAKE_REQUEST_TIMEOUT_S), clipped to the time
@@ -26,19 +27,26 @@ pub struct CatalogClient {
     catalog: String,
 }
 
+/// The server's URL masked (HOGLAKE_URL may carry credentials).
+impl std::fmt::Debug for CatalogClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogClient")
+            .field("base", &SecretUrl::from(self.base.clone()))
+            .field("catalog", &self.catalog)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 impl CatalogClient {
     /// `server` is the control-plane root (HOGLAKE_URL); `/v1` is appended.
     pub fn new(server: &str, catalog: &str, timeout: Duration) -> Result<Self, CatalogError> {
-        let mut base = Url::parse(server.trim_end_matches('/')).map_err(|e| {
-            CatalogError::Config(format!("HOGLAKE_URL `{server}` is not a URL: {e}"))
-        })?;
-        if !matches!(base.scheme(), "http" | "https") {
-            return Err(CatalogError::Config(format!(
-                "HOGLAKE_URL `{server}` must be http:// or https://"
-            )));
-        }
+        let mut base = SecretUrl::parse(server.trim_end_matches('/'))
+            .map_err(|e| CatalogError::Config(format!("HOGLAKE_URL {e}")))?
+            .expose()
+            .clone();
         base.path_segments_mut()
-            .map_err(|_| CatalogError::Config(format!("HOGLAKE_URL `{server}` cannot be a base")))?
+            .map_err(|_| CatalogError::Config("HOGLAKE_URL cannot be a base".into()))?
             .pop_if_empty()
             .push("v1");
         let http = reqwest::Client::builder()
@@ -76,10 +84,12 @@ impl CatalogClient {
         url: Url,
         body: Option<Vec<u8>>,
     ) -> Result<T, CatalogError> {
-        let transport = |source| CatalogError::Transport {
+        // The URL masked, and not in the client's error: HOGLAKE_URL may
+        // carry a user, a password or a token.
+        let transport = |source: reqwest::Error| CatalogError::Transport {
             what: what.to_string(),
-            url: url.to_string(),
-            source,
+            url: SecretUrl::from(url.clone()).masked(),
+            source: source.without_url(),
         };
         let mut request = self.http.request(method, url.clone());
         if let Some(deadline) = Deadline::current() {

@@ -30,7 +30,7 @@ pub struct IngestConfig {
     pub writer_addr: String,
     /// MILLPOND_WRITER_METRICS_URL: the writer's /metrics, appended to
     /// ingest's; `None` when set to `off`.
-    pub writer_metrics_url: Option<reqwest::Url>,
+    pub writer_metrics_url: Option<millpond_shared::config::SecretUrl>,
     /// How long one flush may keep being resent before ingest gives up and
     /// exits; stays under the 480 s liveness budget.
     pub send_deadline: Duration,

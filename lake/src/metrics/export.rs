@@ -4,10 +4,11 @@
 //! a POST of the text exposition (`--once`, e.g. to a Pushgateway's
 //! /metrics/job/<job> from a CronJob).
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail};
+use millpond_shared::config::SecretUrl;
 use millpond_shared::http::HealthCheck;
 use millpond_shared::metrics::{render, LakeMetrics};
 use prometheus::Registry;
@@ -24,7 +25,7 @@ fn registry(cfg: &ToolConfig) -> (Registry, LakeMetrics) {
 
 /// One read; POSTed to `push_url`, or printed when there is none. A failed
 /// read still pushes (`millpond_lake_up 0`) before failing the run.
-pub fn once(cfg: &ToolConfig, push_url: Option<&str>) -> anyhow::Result<()> {
+pub fn once(cfg: &ToolConfig, push_url: Option<&SecretUrl>) -> anyhow::Result<()> {
     let (registry, m) = registry(cfg);
     let read = open(cfg, &m).and_then(|lake| refresh(&lake, cfg, &m));
     if read.is_err() {
@@ -38,35 +39,54 @@ pub fn once(cfg: &ToolConfig, push_url: Option<&str>) -> anyhow::Result<()> {
     read
 }
 
-fn push(url: &str, body: String) -> anyhow::Result<()> {
+/// POSTs `body` to `url`. The URL is shown masked, and what the client or
+/// the server says is scrubbed of its parts (user, password, query).
+fn push(url: &SecretUrl, body: String) -> anyhow::Result<()> {
     let response = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()?
-        .post(url)
+        .post(url.expose().clone())
         .header(
             reqwest::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )
         .body(body)
         .send()
-        .with_context(|| format!("pushing metrics to {url}"))?;
+        .map_err(|e| {
+            anyhow!(
+                "pushing metrics to {url}: {}",
+                url.scrub(&chain(&e.without_url()))
+            )
+        })?;
     let status = response.status();
     if !status.is_success() {
         let text = response.text().unwrap_or_default();
         bail!(
             "pushing metrics to {url}: HTTP {status}: {}",
-            text.chars().take(200).collect::<String>()
+            url.scrub(&text.chars().take(200).collect::<String>())
         );
     }
     println!("metrics: pushed to {url} (HTTP {})", status.as_u16());
     Ok(())
 }
 
-/// Ready once a read succeeded, and while the last one did.
+/// An error and its sources, as `{:#}` shows an anyhow chain.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
+/// Ready once a read succeeded, and while the last one did. The body says
+/// which; why is in the log.
 #[derive(Default)]
 struct ExporterHealth {
     ready: AtomicBool,
-    last_error: Mutex<Option<String>>,
+    failed: AtomicBool,
 }
 
 impl HealthCheck for ExporterHealth {
@@ -78,10 +98,11 @@ impl HealthCheck for ExporterHealth {
         if self.ready.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
-        Err(last
-            .clone()
-            .unwrap_or_else(|| "no read of the catalog yet".into()))
+        Err(if self.failed.load(Ordering::Relaxed) {
+            "the last read of the catalog failed; the exporter's log says why".into()
+        } else {
+            "no read of the catalog yet".into()
+        })
     }
 }
 
@@ -131,7 +152,7 @@ fn read_loop(
                 health.ready.store(false, Ordering::Relaxed);
                 let msg = format!("{e:#}");
                 tracing::warn!(error = %msg, "reading the lake's catalog failed; reconnecting next time");
-                *health.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(msg);
+                health.failed.store(true, Ordering::Relaxed);
                 lake = None;
             }
         }

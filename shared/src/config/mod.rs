@@ -7,11 +7,13 @@ mod common;
 mod env;
 mod errors;
 mod secret;
+mod secret_url;
 
 pub use common::{CommonConfig, LogFormat};
 pub use env::{Env, EnvReader};
 pub use errors::{ConfigError, ConfigErrors};
 pub use secret::Secret;
+pub use secret_url::SecretUrl;
 
 /// Default of MILLPOND_MAX_COLUMNS, read by both processes: the most payload
 /// columns one flush carries (ingest) and one table grows to (writer);

@@ -57,6 +57,12 @@ pub mod error_type {
     /// A DoPut refused because it carried more than
     /// MILLPOND_WRITER_MAX_FLUSH_BYTES (RESOURCE_EXHAUSTED, permanent).
     pub const FLUSH_TOO_LARGE: &str = "flush_too_large";
+    /// A DoPut refused because the writer's uploads already held
+    /// MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES (RESOURCE_EXHAUSTED, retryable).
+    pub const IN_FLIGHT_BYTES: &str = "in_flight_bytes";
+    /// A DoPut cut because no message came for
+    /// MILLPOND_WRITER_UPLOAD_IDLE_TIMEOUT_S (RESOURCE_EXHAUSTED, retryable).
+    pub const UPLOAD_IDLE: &str = "upload_idle";
 }
 
 /// Labels of `millpond_flushes_sent_whole_total{reason}`: why ingest held a

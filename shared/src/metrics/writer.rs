@@ -1,5 +1,6 @@
 use prometheus::{
-    exponential_buckets, Histogram, HistogramOpts, IntCounter, IntCounterVec, Opts, Registry,
+    exponential_buckets, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry,
 };
 
 use super::register;
@@ -12,6 +13,9 @@ pub struct WriterMetrics {
     pub flush_size_bytes: Histogram,
     pub flush_size_records: Histogram,
     pub errors: IntCounterVec,
+    /// Arrow bytes the DoPuts hold now (against
+    /// MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES).
+    pub in_flight_bytes: IntGauge,
     pub records_skipped: IntCounterVec,
     pub dead_letters: IntCounterVec,
     pub dead_letter_values: IntCounterVec,
@@ -55,6 +59,8 @@ impl WriterMetrics {
             e::PARTITION_LEASED,
             e::OFFSETS_OVERLAP,
             e::FLUSH_TOO_LARGE,
+            e::IN_FLIGHT_BYTES,
+            e::UPLOAD_IDLE,
             contention,
         ] {
             self.errors.with_label_values(&[t]);
@@ -102,6 +108,14 @@ impl WriterMetrics {
             errors: register(
                 registry,
                 IntCounterVec::new(Opts::new("errors_total", "Errors by type"), &["type"]).unwrap(),
+            ),
+            in_flight_bytes: register(
+                registry,
+                IntGauge::new(
+                    "writer_in_flight_bytes",
+                    "Arrow bytes held by the writer's DoPuts now, received and not yet written",
+                )
+                .unwrap(),
             ),
             records_skipped: register(
                 registry,

@@ -1,8 +1,9 @@
 //! One DoPut received: the descriptor decoded, the Arrow batches read (or,
 //! for a streamed flush the sink takes as it arrives, handed to the sink
 //! batch by batch), the trailer checked and the batches aligned into one
-//! flush. Bounded by MILLPOND_WRITER_MAX_FLUSH_BYTES as it arrives.
-use std::sync::Arc;
+//! flush. Bounded as it arrives: by MILLPOND_WRITER_MAX_FLUSH_BYTES, by the
+//! bytes all DoPuts hold at once, and by how long it may send nothing.
+use std::sync::{Arc, Mutex};
 
 use arrow::datatypes::Schema;
 use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
@@ -13,8 +14,10 @@ use futures::{StreamExt, TryStreamExt};
 use millpond_shared::failpoint::{self, Failpoint};
 use tonic::{Request, Status, Streaming};
 
+use super::bounds::{unless_idle, Bounds};
+use super::budget::Held;
 use super::codec::{decode_descriptor, Decoded, Encoding};
-use super::status::{failure_status, flight_to_status, too_large};
+use super::status::{failure_status, flight_to_status, idle};
 use crate::sink::WriteFailure;
 use crate::sink::{Flush, SharedSink};
 
@@ -25,53 +28,52 @@ pub struct Received {
     /// Size of the Arrow IPC payload received.
     pub bytes: u64,
     pub rows: u64,
+    /// The flush's share of the in-flight bound, held until it is dropped
+    /// (once the flush is written or refused).
+    pub held: Held,
 }
 
 pub async fn receive(
     sink: &SharedSink,
-    max_flush_bytes: u64,
+    bounds: &Bounds,
     request: Request<Streaming<FlightData>>,
 ) -> Result<Received, Status> {
     let mut stream = request.into_inner();
-    let first = stream
-        .message()
-        .await?
+    let first = tokio::time::timeout(bounds.idle, stream.message())
+        .await
+        .map_err(|_| idle("(no descriptor yet)", bounds.idle))??
         .ok_or_else(|| Status::invalid_argument("empty DoPut stream: expected a flush"))?;
-    let cmd = first
-        .flight_descriptor
-        .as_ref()
-        .map(|d| d.cmd.clone())
-        .filter(|c| !c.is_empty())
-        .ok_or_else(|| {
-            Status::invalid_argument("the first DoPut message must carry a FlightDescriptor whose cmd is a FlushDescriptor")
-        })?;
     let Decoded {
         desc: head,
         letters: head_letters,
         encoding: enc,
-    } = decode_descriptor(cmd).map_err(Status::invalid_argument)?;
-    if head.flush_id.is_empty() {
-        return Err(Status::invalid_argument("flush_id must not be empty"));
-    }
-    let wire = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let counter = wire.clone();
+    } = head_of(&first)?;
+    let held = Arc::new(Mutex::new(bounds.in_flight.hold()));
+    let holding = held.clone();
     // A streamed flush ends with a message holding no Arrow data whose
     // app_metadata is the whole descriptor; it never reaches the decoder.
-    let trailer = Arc::new(std::sync::Mutex::new(None::<bytes::Bytes>));
+    let trailer = Arc::new(Mutex::new(None::<bytes::Bytes>));
     let slot = trailer.clone();
     let streamed = head.trailer;
     let all = stream::once(async { Ok(first) })
-        .chain(stream.map_err(|s| FlightError::Tonic(Box::new(s))))
+        .chain(unless_idle(stream, head.flush_id.clone(), bounds.idle))
         .and_then({
-            let (limit, flush_id) = (max_flush_bytes, head.flush_id.clone());
+            let (bounds, flush_id) = (bounds.clone(), head.flush_id.clone());
             move |fd: FlightData| {
-                let n = (fd.data_header.len() + fd.data_body.len()) as u64;
-                let total = counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
-                futures::future::ready(if total > limit {
-                    Err(FlightError::Tonic(Box::new(too_large(&flush_id, limit))))
-                } else {
-                    Ok(fd)
-                })
+                // Descriptors count too: a trailer carries the flush's
+                // dead letters.
+                let descriptor = fd.flight_descriptor.as_ref().map_or(0, |d| d.cmd.len());
+                let n = (fd.data_header.len()
+                    + fd.data_body.len()
+                    + fd.app_metadata.len()
+                    + descriptor) as u64;
+                let mut held = holding.lock().unwrap_or_else(|p| p.into_inner());
+                let taken = bounds.take(&mut held, &flush_id, n);
+                futures::future::ready(
+                    taken
+                        .map(|()| fd)
+                        .map_err(|s| FlightError::Tonic(Box::new(s))),
+                )
             }
         })
         .and_then(move |fd: FlightData| {
@@ -129,24 +131,7 @@ pub async fn receive(
         }
     }
     let (desc, letters) = if streamed {
-        let bytes = trailer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .ok_or_else(|| {
-                Status::invalid_argument(format!(
-                    "streamed flush {} ended without its trailing descriptor; nothing was written",
-                    head.flush_id
-                ))
-            })?;
-        let Decoded { desc, letters, .. } = decode_descriptor(bytes)
-            .map_err(|e| Status::invalid_argument(format!("trailing descriptor: {e}")))?;
-        if desc.flush_id != head.flush_id {
-            return Err(Status::invalid_argument(format!(
-                "trailing descriptor names flush {:?}, the stream began as {:?}",
-                desc.flush_id, head.flush_id
-            )));
-        }
+        let Decoded { desc, letters, .. } = trailing(&trailer, &head.flush_id)?;
         (desc, letters)
     } else {
         (head, head_letters)
@@ -182,13 +167,57 @@ pub async fn receive(
     }
     // Size of the Arrow IPC payload received (decoded batches share
     // message buffers, so their in-memory sizes would double count).
-    let bytes = wire.load(std::sync::atomic::Ordering::Relaxed);
+    let held = std::mem::replace(
+        &mut *held.lock().unwrap_or_else(|p| p.into_inner()),
+        bounds.in_flight.hold(),
+    );
     Ok(Received {
         flush,
         encoding: enc,
-        bytes,
+        bytes: held.bytes(),
         rows,
+        held,
     })
+}
+
+/// The flush's head descriptor, from the DoPut's first message.
+fn head_of(first: &FlightData) -> Result<Decoded, Status> {
+    let cmd = first
+        .flight_descriptor
+        .as_ref()
+        .map(|d| d.cmd.clone())
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| {
+            Status::invalid_argument("the first DoPut message must carry a FlightDescriptor whose cmd is a FlushDescriptor")
+        })?;
+    let head = decode_descriptor(cmd).map_err(Status::invalid_argument)?;
+    if head.desc.flush_id.is_empty() {
+        return Err(Status::invalid_argument("flush_id must not be empty"));
+    }
+    Ok(head)
+}
+
+/// A streamed flush's whole descriptor, from its trailer, which must name
+/// the flush its stream began as.
+fn trailing(trailer: &Mutex<Option<bytes::Bytes>>, flush_id: &str) -> Result<Decoded, Status> {
+    let bytes = trailer
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+        .ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "streamed flush {flush_id} ended without its trailing descriptor; nothing was written"
+            ))
+        })?;
+    let decoded = decode_descriptor(bytes)
+        .map_err(|e| Status::invalid_argument(format!("trailing descriptor: {e}")))?;
+    if decoded.desc.flush_id != flush_id {
+        return Err(Status::invalid_argument(format!(
+            "trailing descriptor names flush {:?}, the stream began as {flush_id:?}",
+            decoded.desc.flush_id
+        )));
+    }
+    Ok(decoded)
 }
 
 /// Hands one batch of a streamed flush to the sink. A refusal ends the

@@ -3,7 +3,7 @@
 //! serve.
 use millpond_shared::failpoint::{self, Failpoint};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::{
@@ -13,15 +13,18 @@ use arrow_flight::{
 use futures::stream::{self, BoxStream};
 use futures::StreamExt;
 use millpond_proto::FlushAck;
-use millpond_shared::metrics::{error_type, WriterMetrics};
+use millpond_shared::metrics::WriterMetrics;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::activity::Activity;
+use super::bounds::Bounds;
+use super::budget::Budget;
 use super::codec::encode_ack;
 use super::receive::{receive, Received};
-use super::status::failure_status;
+use super::status::{failure_status, refusal_type};
 use super::{actions, write};
+use crate::config::{in_flight_default, DEFAULT_MAX_FLUSH_BYTES, DEFAULT_UPLOAD_IDLE_TIMEOUT};
 use crate::health::WriterHealth;
 use crate::sink::{SharedSink, SinkErrorKind};
 
@@ -33,8 +36,9 @@ pub struct WriterService {
     /// Receives a reason when the writer must exit non-zero.
     fatal: watch::Sender<Option<String>>,
     activity: Arc<Activity>,
-    /// Most Arrow IPC bytes one DoPut may carry (a whole flush).
-    max_flush_bytes: u64,
+    /// What one DoPut, and all of them at once, may hold and how long one
+    /// may go quiet.
+    bounds: Bounds,
     /// The sink's whole-write budget, told to each ingest that announces
     /// itself (none: the writer tells nothing).
     write_budget: Option<millpond_proto::WriterBudget>,
@@ -49,11 +53,18 @@ impl WriterService {
     ) -> Self {
         WriterService {
             sink,
-            metrics,
             health,
             fatal,
             activity: Arc::default(),
-            max_flush_bytes: crate::config::DEFAULT_MAX_FLUSH_BYTES,
+            bounds: Bounds {
+                max_flush_bytes: DEFAULT_MAX_FLUSH_BYTES,
+                in_flight: Budget::new(
+                    in_flight_default(DEFAULT_MAX_FLUSH_BYTES),
+                    Some(metrics.in_flight_bytes.clone()),
+                ),
+                idle: DEFAULT_UPLOAD_IDLE_TIMEOUT,
+            },
+            metrics,
             write_budget: None,
         }
     }
@@ -65,9 +76,15 @@ impl WriterService {
         self
     }
 
-    /// Bounds each DoPut (MILLPOND_WRITER_MAX_FLUSH_BYTES).
-    pub fn with_max_flush_bytes(mut self, max: u64) -> Self {
-        self.max_flush_bytes = max;
+    /// Bounds each DoPut (MILLPOND_WRITER_MAX_FLUSH_BYTES), all of them at
+    /// once (MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES) and how long one may send
+    /// nothing (MILLPOND_WRITER_UPLOAD_IDLE_TIMEOUT_S).
+    pub fn with_bounds(mut self, max_flush_bytes: u64, in_flight: u64, idle: Duration) -> Self {
+        self.bounds = Bounds {
+            max_flush_bytes,
+            in_flight: Budget::new(in_flight, Some(self.metrics.in_flight_bytes.clone())),
+            idle,
+        };
         self
     }
 
@@ -81,22 +98,19 @@ impl WriterService {
         request: Request<Streaming<FlightData>>,
     ) -> Result<Response<BoxStream<'static, Result<PutResult, Status>>>, Status> {
         let receiving = Instant::now();
-        let received = receive(&self.sink, self.max_flush_bytes, request)
+        let received = receive(&self.sink, &self.bounds, request)
             .await
             .inspect_err(|status| {
-                // RESOURCE_EXHAUSTED: over MILLPOND_WRITER_MAX_FLUSH_BYTES.
-                let what = if status.code() == tonic::Code::ResourceExhausted {
-                    error_type::FLUSH_TOO_LARGE
-                } else {
-                    error_type::FLIGHT_REQUEST
-                };
+                let what = refusal_type(status);
                 self.metrics.errors.with_label_values(&[what]).inc();
             })?;
+        // `_held` keeps the flush's bytes counted until it is written.
         let Received {
             flush,
             encoding: enc,
             bytes,
             rows: rows_in,
+            held: _held,
         } = received;
         // A streamed flush arrives over the time ingest takes to consume
         // it; the flush's duration is the write, from its last message.
@@ -142,10 +156,7 @@ impl WriterService {
             Err(failure) => {
                 let status = failure_status(&id, &failure);
                 if failure.error.is_fault() {
-                    self.health.write_failed(
-                        failure.error.message.clone(),
-                        failure.error.kind == SinkErrorKind::Permanent,
-                    );
+                    self.health.write_failed(failure.error.kind);
                 }
                 if failure.exhausted {
                     let why = match failure.error.kind {
@@ -153,7 +164,7 @@ impl WriterService {
                         _ => "retries exhausted",
                     };
                     let reason = format!("flush {id}: {why}: {}", failure.error.message);
-                    self.health.set_fatal(reason.clone());
+                    self.health.set_fatal(failure.error.kind);
                     let _ = self.fatal.send(Some(reason));
                 }
                 Err(status)

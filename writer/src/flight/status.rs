@@ -5,6 +5,7 @@ use arrow_flight::error::FlightError;
 use millpond_proto::{ErrorKind, WriteError};
 use millpond_shared::metrics::error_type;
 use prost::Message;
+use std::time::Duration;
 use tonic::{Code, Status};
 
 use super::codec::encode_write_error;
@@ -43,9 +44,65 @@ pub fn too_large(flush_id: &str, limit: u64) -> Status {
         "flush {flush_id} carries more than MILLPOND_WRITER_MAX_FLUSH_BYTES ({limit} bytes of Arrow data); \
          nothing was written. Raise MILLPOND_WRITER_MAX_FLUSH_BYTES on the writer or lower FLUSH_SIZE on ingest"
     );
+    exhausted(
+        flush_id,
+        ErrorKind::Permanent,
+        error_type::FLUSH_TOO_LARGE,
+        message,
+    )
+}
+
+/// A DoPut that alone would hold more than MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES:
+/// it could never fit, so it is refused as permanent, not left to be
+/// resent forever.
+pub fn larger_than_in_flight(flush_id: &str, limit: u64) -> Status {
+    let message = format!(
+        "flush {flush_id} carries more than MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES ({limit} bytes of Arrow data), \
+         which all uploads share; nothing was written. Raise MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES to at least \
+         MILLPOND_WRITER_MAX_FLUSH_BYTES, or lower FLUSH_SIZE on ingest"
+    );
+    exhausted(
+        flush_id,
+        ErrorKind::Permanent,
+        error_type::FLUSH_TOO_LARGE,
+        message,
+    )
+}
+
+/// A DoPut refused because the other uploads hold the writer's in-flight
+/// bound: retryable, the sender resends once they end.
+pub fn busy(flush_id: &str, limit: u64) -> Status {
+    let message = format!(
+        "flush {flush_id} refused: the writer's uploads already hold MILLPOND_WRITER_MAX_IN_FLIGHT_BYTES \
+         ({limit} bytes of Arrow data); nothing was written, resend later"
+    );
+    exhausted(
+        flush_id,
+        ErrorKind::Retryable,
+        error_type::IN_FLIGHT_BYTES,
+        message,
+    )
+}
+
+/// A DoPut that sent nothing for MILLPOND_WRITER_UPLOAD_IDLE_TIMEOUT_S: cut,
+/// its bytes released, nothing written; retryable.
+pub fn idle(flush_id: &str, after: Duration) -> Status {
+    let message = format!(
+        "flush {flush_id} cut: no message for {} s (MILLPOND_WRITER_UPLOAD_IDLE_TIMEOUT_S); nothing was written",
+        after.as_secs()
+    );
+    exhausted(
+        flush_id,
+        ErrorKind::Retryable,
+        error_type::UPLOAD_IDLE,
+        message,
+    )
+}
+
+fn exhausted(flush_id: &str, kind: ErrorKind, error_type: &str, message: String) -> Status {
     let details = WriteError {
-        kind: ErrorKind::Permanent as i32,
-        error_type: error_type::FLUSH_TOO_LARGE.to_owned(),
+        kind: kind as i32,
+        error_type: error_type.to_owned(),
         message: message.clone(),
         flush_id: flush_id.to_owned(),
     };
@@ -54,6 +111,25 @@ pub fn too_large(flush_id: &str, limit: u64) -> Status {
         message,
         details.encode_to_vec().into(),
     )
+}
+
+/// The `errors_total{type}` of a DoPut refused before its write: one of the
+/// writer's bounds (RESOURCE_EXHAUSTED, named in the details), or a request
+/// it could not read.
+pub fn refusal_type(status: &Status) -> &'static str {
+    if status.code() == Code::ResourceExhausted {
+        let named = WriteError::decode(status.details()).map(|w| w.error_type);
+        for t in [
+            error_type::FLUSH_TOO_LARGE,
+            error_type::IN_FLIGHT_BYTES,
+            error_type::UPLOAD_IDLE,
+        ] {
+            if named.as_deref() == Ok(t) {
+                return t;
+            }
+        }
+    }
+    error_type::FLIGHT_REQUEST
 }
 
 pub fn flight_to_status(e: FlightError) -> Status {

@@ -59,6 +59,22 @@ pub struct SinkError {
     pub retry_after: Option<Duration>,
 }
 
+impl SinkErrorKind {
+    /// The kind in one word, for what the health endpoints say (never the
+    /// message, which may quote the sink).
+    pub fn name(self) -> &'static str {
+        match self {
+            SinkErrorKind::Contention(_) => "contention",
+            SinkErrorKind::Transient => "transient",
+            SinkErrorKind::Permanent => "permanent",
+            SinkErrorKind::Deadline => "deadline",
+            SinkErrorKind::Leased => "leased",
+            SinkErrorKind::Overlap => "overlap",
+            SinkErrorKind::ResendWhole => "resend_whole",
+        }
+    }
+}
+
 impl SinkError {
     pub fn transient(message: impl Into<String>) -> Self {
         Self::new(SinkErrorKind::Transient, message)

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use millpond_shared::config::{EnvReader, Secret};
 
-use super::url::SecretUrl;
+use millpond_shared::config::SecretUrl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {

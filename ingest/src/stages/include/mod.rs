@@ -7,9 +7,8 @@ pub mod config;
 mod fetch;
 mod poll;
 pub mod set;
-mod url;
 
 pub use config::{IncludeConfig, Mode};
+pub use millpond_shared::config::SecretUrl;
 pub use poll::{start, Source};
 pub use set::{IncludeSet, Value};
-pub use url::SecretUrl;

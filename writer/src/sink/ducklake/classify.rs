@@ -1,4 +1,6 @@
 //! Turning DuckDB errors into retry decisions.
+use millpond_shared::redact::without_values;
+
 use super::connect::scrub;
 use super::lake_config::LakeConfig;
 use crate::sink::{SinkError, SinkErrorKind};
@@ -51,10 +53,10 @@ pub fn connection_lost(message: &str) -> bool {
 }
 
 /// An error of the lake's: classified on DuckDB's own message, kept with
-/// the lake's secrets masked. Masking first could hide a signature: a
-/// secret may contain one, or be a word of ours.
+/// the lake's secrets and any value it quotes masked. Masking first could
+/// hide a signature: a secret may contain one, or be a word of ours.
 pub fn lake_error(lake: &LakeConfig, raw: &str) -> SinkError {
-    SinkError::new(kind_of(raw), scrub(lake, raw))
+    SinkError::new(kind_of(raw), without_values(&scrub(lake, raw)))
 }
 
 /// Whether an error is another transaction's commit getting in the way:

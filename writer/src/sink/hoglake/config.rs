@@ -2,7 +2,7 @@
 use std::time::Duration;
 
 use millpond_hoglake::layout::{parse_partition_by, Layout};
-use millpond_shared::config::{EnvReader, Secret};
+use millpond_shared::config::{EnvReader, Secret, SecretUrl};
 use millpond_shared::retry::Ladder;
 
 use crate::sink::dead_letters;
@@ -28,8 +28,9 @@ pub fn ladder(attempts: u32) -> Ladder {
 
 #[derive(Debug, Clone)]
 pub struct HoglakeConfig {
-    /// Control-plane base URL (HOGLAKE_URL; `/v1` is appended by the client).
-    pub url: String,
+    /// Control-plane base URL (HOGLAKE_URL; `/v1` is appended by the client),
+    /// shown masked only.
+    pub url: SecretUrl,
     pub catalog: String,
     pub namespace: String,
     pub table: String,
@@ -83,17 +84,16 @@ pub fn worst_case_publish(attempts: u32, timeout: Duration) -> Duration {
 
 impl HoglakeConfig {
     pub fn parse(r: &mut EnvReader<'_>) -> Option<Self> {
-        let url = r.required("HOGLAKE_URL");
-        if let Some(u) = &url {
-            if !(u.starts_with("http://") || u.starts_with("https://"))
-                || u.len() <= "https://".len()
-            {
-                r.errors.push(
-                    "HOGLAKE_URL",
-                    format!("must be an http:// or https:// URL of the hoglake control plane (got {u:?})"),
-                );
-            }
-        }
+        let url = r.required("HOGLAKE_URL").and_then(|u| {
+            SecretUrl::parse(&u)
+                .map_err(|e| {
+                    r.errors.push(
+                        "HOGLAKE_URL",
+                        format!("{e}: the URL of the hoglake control plane"),
+                    )
+                })
+                .ok()
+        });
         let catalog = required_name(r, "HOGLAKE_CATALOG");
         let namespace = required_name(r, "HOGLAKE_NAMESPACE");
         let table = required_name(r, "HOGLAKE_TABLE");

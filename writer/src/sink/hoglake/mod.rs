@@ -86,8 +86,9 @@ impl HoglakeSink {
     }
 
     async fn open(cfg: &HoglakeConfig) -> Result<Publisher, SinkError> {
-        let client = CatalogClient::new(&cfg.url, &cfg.catalog, cfg.request_timeout)
-            .map_err(|e| SinkError::permanent(cfg.scrub(&e.to_string())))?;
+        let client =
+            CatalogClient::new(cfg.url.expose().as_str(), &cfg.catalog, cfg.request_timeout)
+                .map_err(|e| SinkError::permanent(cfg.scrub(&e.to_string())))?;
         let config = PublisherConfig {
             namespace: cfg.namespace.clone(),
             table: cfg.table.clone(),

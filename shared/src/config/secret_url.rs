@@ -1,4 +1,5 @@
-//! MILLPOND_INCLUDE_VALUES_URL as a secret: a URL can carry credentials in
+//! A URL as a secret (MILLPOND_INCLUDE_VALUES_URL, DUCKLAKE_METRICS_PUSH_URL,
+//! HOGLAKE_URL, MILLPOND_WRITER_METRICS_URL): a URL can carry credentials in
 //! its userinfo (`user:password@`) or its query (`?token=...`), so it is
 //! only ever shown masked (`scheme://***@host:port/path?***`), in logs,
 //! errors and Debug alike. The raw form leaves only through [`expose`],
@@ -7,7 +8,7 @@
 //! [`expose`]: SecretUrl::expose
 use std::fmt;
 
-use reqwest::Url;
+use url::Url;
 
 /// Shorter parts are not masked inside free text (they would mask
 /// unrelated words); they are never printed on their own either.
@@ -83,6 +84,13 @@ impl SecretUrl {
             out = out.replace(p.as_str(), "***");
         }
         out
+    }
+}
+
+impl From<Url> for SecretUrl {
+    /// A URL already parsed (a request's), to be shown masked.
+    fn from(url: Url) -> Self {
+        SecretUrl(url)
     }
 }
 
