@@ -449,6 +449,8 @@ async fn the_pods_main_port_alone_shows_every_series_the_original_documents() {
                 ),
                 ("MILLPOND_DESTINATION", "hoglake".into()),
                 ("HOGLAKE_TABLE", "events".into()),
+                // Holds the test hoglake writer's whole-write budget.
+                ("MILLPOND_WRITER_SEND_DEADLINE_S", "420".into()),
             ],
         },
         hog.dir.path(),
