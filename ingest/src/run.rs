@@ -81,6 +81,64 @@ pub fn main() -> ExitCode {
     )
 }
 
+/// The one deadline rule: ingest's send deadline holds the writer's
+/// whole-write budget, or ingest leaves before its first flush (telling the
+/// writer not to wait for one).
+async fn deadline_holds_the_writers_budget(
+    cfg: &IngestConfig,
+    writer: &mut WriterClient,
+    instance: &str,
+) -> anyhow::Result<()> {
+    let Some(budget) = writer.writer_budget() else {
+        return Ok(());
+    };
+    if let Err(why) = budget.held_by(cfg.send_deadline) {
+        let _ = writer
+            .announce(ACTION_INGEST_STOPPED, instance, STOPPED_DEADLINE)
+            .await;
+        anyhow::bail!(why);
+    }
+    tracing::info!(
+        send_deadline_s = cfg.send_deadline.as_secs(),
+        writer_budget_ms = budget.write_budget_ms,
+        "the send deadline holds the writer's whole-write budget"
+    );
+    Ok(())
+}
+
+/// The dynamic allowlist, when configured: in authoritative mode the live
+/// set the keep filter follows (its first poll is waited for here).
+async fn start_allowlist(
+    cfg: &IngestConfig,
+    registry: &prometheus::Registry,
+    stop: &Stop,
+) -> anyhow::Result<Option<crate::stages::filter::LiveValues>> {
+    let (Some(include), Some(keep)) = (&cfg.stages.include, &cfg.stages.keep) else {
+        return Ok(None);
+    };
+    let include = include.clone();
+    let pins = keep.values.clone();
+    let metrics = millpond_shared::metrics::IncludeMetrics::new(registry);
+    {
+        use crate::stages::include::set::{BULK_REMOVAL, EMPTY, TYPE_FLIP};
+        for r in [EMPTY, BULK_REMOVAL, TYPE_FLIP] {
+            metrics.refused.with_label_values(&[r]);
+        }
+        for a in ["added", "removed"] {
+            metrics.changes.with_label_values(&[a]);
+        }
+    }
+    let stop = stop.clone();
+    let source = tokio::task::spawn_blocking(move || {
+        crate::stages::include::start(&include, &pins, metrics, &stop)
+    })
+    .await??;
+    Ok(
+        (include_mode(cfg) == Some(crate::stages::include::Mode::Authoritative))
+            .then_some(source.live),
+    )
+}
+
 async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
     millpond_shared::failpoint::arm(cfg.failpoint);
     let registry = cfg.common.registry();
@@ -120,50 +178,10 @@ async fn run(cfg: IngestConfig) -> anyhow::Result<()> {
         lake => lake?,
     };
     tracing::info!(partitions_recorded = lake.len(), writer = %cfg.writer_addr, "read offsets recorded in the lake");
-    // The one deadline rule: the send deadline holds the writer's budget.
-    if let Some(budget) = writer.writer_budget() {
-        if let Err(why) = budget.held_by(cfg.send_deadline) {
-            // Leaving before any flush: the writer need not wait for one.
-            let _ = writer
-                .announce(ACTION_INGEST_STOPPED, &instance, STOPPED_DEADLINE)
-                .await;
-            anyhow::bail!(why);
-        }
-        tracing::info!(
-            send_deadline_s = cfg.send_deadline.as_secs(),
-            writer_budget_ms = budget.write_budget_ms,
-            "the send deadline holds the writer's whole-write budget"
-        );
-    }
-
-    // The dynamic allowlist: authoritative mode waits here for its first poll.
-    let live_allowlist = match (&cfg.stages.include, &cfg.stages.keep) {
-        (Some(include), Some(keep)) => {
-            let include = include.clone();
-            let pins = keep.values.clone();
-            let metrics = millpond_shared::metrics::IncludeMetrics::new(&registry);
-            {
-                use crate::stages::include::set::{BULK_REMOVAL, EMPTY, TYPE_FLIP};
-                for r in [EMPTY, BULK_REMOVAL, TYPE_FLIP] {
-                    metrics.refused.with_label_values(&[r]);
-                }
-                for a in ["added", "removed"] {
-                    metrics.changes.with_label_values(&[a]);
-                }
-            }
-            let stop = stop.clone();
-            let source = match tokio::task::spawn_blocking(move || {
-                crate::stages::include::start(&include, &pins, metrics, &stop)
-            })
-            .await?
-            {
-                Err(e) if Stopped::caused(&e) => return stopped_at_startup(e),
-                source => source?,
-            };
-            (include_mode(&cfg) == Some(crate::stages::include::Mode::Authoritative))
-                .then_some(source.live)
-        }
-        _ => None,
+    deadline_holds_the_writers_budget(&cfg, &mut writer, &instance).await?;
+    let live_allowlist = match start_allowlist(&cfg, &registry, &stop).await {
+        Err(e) if Stopped::caused(&e) => return stopped_at_startup(e),
+        live => live?,
     };
     let handle = tokio::runtime::Handle::current();
     let task_cfg = cfg.clone();
