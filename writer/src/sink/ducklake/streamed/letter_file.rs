@@ -35,7 +35,7 @@ pub struct LetterFile {
 impl LetterFile {
     /// Writes `letters` as the dead-letter table's rows of `flush_id`, in
     /// `dir` (the table's folder of a local lake) or the remote's staging
-    /// folder. The file is this user's alone (0600) until it is the lake's.
+    /// folder (0600 there, as the rows' files).
     pub fn write(
         dir: &Path,
         remote: Option<Arc<Remote>>,
@@ -52,7 +52,17 @@ impl LetterFile {
             uploaded: false,
         };
         let err = |e: &dyn std::fmt::Display| format!("writing {}: {e}", file.local.display());
-        let out = private_dir::new_file(&file.local).map_err(|e| err(&e))?;
+        // Waiting for its upload, the file is this user's alone; in a
+        // local lake it is the lake's, as the rows' files are.
+        let out = if file.remote.is_some() {
+            private_dir::new_file(&file.local)
+        } else {
+            std::fs::File::options()
+                .write(true)
+                .create_new(true)
+                .open(&file.local)
+        }
+        .map_err(|e| err(&e))?;
         let (schema, batches) = letters.rows(flush_id);
         let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
         let stamp_type = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
