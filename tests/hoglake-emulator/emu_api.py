@@ -15,8 +15,9 @@ from typing import Any
 
 from emu_alter import apply_ops, parse_ops
 from emu_columns import FieldIds, build_columns, check_catalog_name, check_data_path, check_name
-from emu_commit import commit, live_receipt
+from emu_commit import commit
 from emu_errors import ApiError, already_exists, bad_request, commit_conflict, not_found, validation
+from emu_receipts import live_receipt
 from emu_state import Catalog, Namespace, State, Table, iso, new_catalog, new_table, parse_instant, parse_int_param
 from emu_wire import (
     ALTER,
@@ -395,6 +396,12 @@ def post_commit_prepared(req: Request) -> Result:
     return 200, commit(req.state, req.catalog(), body, prepared=True)
 
 
+def post_commit_mutation(req: Request) -> Result:
+    """POST /v1/catalogs/{c}/commit/mutations/prepared: guarded, idempotent, read-set protected (emu_commit.py)."""
+    body = req.json(COMMIT_REQUEST)
+    return 200, commit(req.state, req.catalog(), body, prepared=True, mutation=True)
+
+
 def get_receipt(req: Request) -> Result:
     """GET /v1/catalogs/{c}/commit/receipts/{key}: {operation_id, snapshot_id, schema_version}; 400 non-UUID; 404."""
     catalog = req.catalog()
@@ -433,5 +440,6 @@ ROUTES: list[tuple[str, str, Callable[[Request], Result]]] = [
     ("GET", T + "/files", list_files),
     ("POST", C + "/commit", post_commit),
     ("POST", C + "/commit/prepared", post_commit_prepared),
+    ("POST", C + "/commit/mutations/prepared", post_commit_mutation),
     ("GET", C + "/commit/receipts/{key}", get_receipt),
 ]

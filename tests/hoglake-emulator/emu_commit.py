@@ -1,154 +1,90 @@
 """The footer-shipping commit path (hoglake-api.md section 7).
 
-:func:`commit` runs the checks in the order of 7.3 (current server, with the
-conflict scan before the file-level checks as pyhoglake 1.3.11 notes):
+:func:`commit` serves ``/commit``, ``/commit/prepared`` and
+``/commit/mutations/prepared`` and runs the checks in the order of 7.3
+(current server, with the conflict scan before the file-level checks as
+pyhoglake 1.3.11 notes):
 
+0. route rules (422): ``/commit/prepared`` needs an idempotency_key; the
+   plain routes refuse a delete group with no files; the mutation route
+   (server source, api/Routes.kt) needs the key, read_snapshot, at least
+   one delete group (an empty ``files`` list is allowed) and
+   expected_table_uuid on every append and every delete group;
 1. keyed request: look the receipt up under the lock; an exact replay (same
-   canonical form, 7.4) answers the stored result and writes nothing; a
-   different request under a used key is a 422;
+   canonical form, 7.4, see emu_receipts.py) answers the stored result and
+   writes nothing; a different request under a used key is a 422;
 2. every file path inside the catalog data_path (422);
-3. at least one append (422; deletes are not emulated -> 501);
+3. a delete group WITH files (a deletion vector) -> 501 (not emulated); at
+   least one append or delete group (422);
 4. read_snapshot within [0, head] (422) and >= the retention floor (410);
 5. resolve every table by name (unknown -> 422) and compare
    expected_table_uuid (mismatch -> 409 table_recreated, zero writes);
-6. conflict scan: table_altered / table_dropped on a touched table after
-   read_snapshot -> 409 ddl_since_read_snapshot;
+6. conflict scan after read_snapshot (server source, CommitService
+   .checkConflicts): table_altered / table_dropped on any touched table;
+   on the mutation route the delete-group tables also conflict on
+   table_created / data appended / table_deleted_from. Only DDL hits ->
+   409 ddl_since_read_snapshot; any row-content hit -> 409 commit_conflict;
 7. structural file checks (counts, footer_size, partition arity, stats
    field ids) -> 422; statistics sanitised, not refused;
 8. a path still queued for physical deletion -> 409 commit_conflict;
-9. one snapshot, file ids, contiguous row-id ranges per file in request
-   order; the receipt is stored with the commit.
+9. one snapshot (also for a request of only empty delete groups, as the
+   server allocates one per commit), file ids, contiguous row-id ranges per
+   file in request order; change rows ``data_appended`` per appended table
+   and ``table_deleted_from`` per delete-group table; the receipt is stored
+   with the commit.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from emu_columns import CONTAINERS, by_field_id
 from emu_errors import ApiError, commit_conflict, expired, validation
-from emu_state import Catalog, Config, DataFile, Receipt, State, Table, now_utc
-from emu_stats import decode_b64, sanitise
+from emu_receipts import fingerprint, live_receipt, receipt_result
+from emu_state import Catalog, DataFile, Receipt, State, Table, now_utc
+from emu_stats import sanitise
 from emu_wire import parse_uuid
 
 MAX_RECORD_COUNT = 2**48
 INT64_MAX = 2**63 - 1
-CONFLICT_KINDS = frozenset({"table_altered", "table_dropped"})
-FINGERPRINT_VERSION = "emu-v1"
+DDL_KINDS = frozenset({"table_altered", "table_dropped"})
+#: Row-content changes that break a delete group's read set (requireUnchangedTables).
+CONTENT_KINDS = frozenset({"table_created", "data_appended", "table_deleted_from"})
 
 
 @dataclass
 class _Target:
-    """One touched table: the resolved incarnation and the files addressed to it (merged)."""
+    """One touched table: the resolved incarnation, the files appended to it (merged), its roles."""
 
     qualified: str
     table: Table
     files: list[dict[str, Any]]
     expected_uuid: str | None
-
-
-# -- canonical form and receipts (7.4) ---------------------------------------------
-
-
-def _dump(value: Any) -> str:
-    """Deterministic JSON for sorting and hashing."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _canon_bound(text: str | None) -> str | None:
-    """Bounds compare as bytes (hex) when decodable, as text otherwise."""
-    if text is None:
-        return None
-    raw = decode_b64(text)
-    return ("hex:" + raw.hex()) if raw is not None else ("raw:" + text)
-
-
-def _canon_stats(stat: dict[str, Any]) -> dict[str, Any]:
-    """One ColumnStats entry with absent == null and bounds as bytes."""
-    return {
-        "field_id": stat["field_id"],
-        "value_count": stat["value_count"],
-        "null_count": stat["null_count"],
-        "nan_count": stat.get("nan_count"),
-        "size_bytes": stat.get("size_bytes"),
-        "lower_bound": _canon_bound(stat.get("lower_bound")),
-        "upper_bound": _canon_bound(stat.get("upper_bound")),
-    }
-
-
-def _canon_file(reg: dict[str, Any]) -> dict[str, Any]:
-    """A FileRegistration; column_stats an unordered set by field_id (absent != [])."""
-    stats = reg.get("column_stats")
-    return {
-        "path": reg["path"],
-        "record_count": reg["record_count"],
-        "file_size_bytes": reg["file_size_bytes"],
-        "footer_size": reg.get("footer_size"),
-        "column_stats": None
-        if stats is None
-        else sorted((_canon_stats(s) for s in stats), key=lambda s: (s["field_id"], _dump(s))),
-        "partition_values": reg.get("partition_values"),  # ORDER matters
-    }
-
-
-def _canon_append(append: dict[str, Any]) -> dict[str, Any]:
-    """A TableAppend; its files an unordered set."""
-    expected = append.get("expected_table_uuid")
-    return {
-        "namespace": append["namespace"],
-        "table": append["table"],
-        "expected_table_uuid": None if expected is None else str(uuid.UUID(expected)),
-        "files": sorted((_canon_file(f) for f in append["files"]), key=_dump),
-    }
-
-
-def canonical_form(body: dict[str, Any]) -> dict[str, Any]:
-    """The whole request as compared for replays: appends/files/stats unordered, all else exact."""
-    return {
-        "read_snapshot": body.get("read_snapshot"),
-        "author": body.get("author"),
-        "message": body.get("message"),
-        "appends": sorted((_canon_append(a) for a in body.get("appends") or []), key=_dump),
-        "deletes": sorted((_dump(d) for d in body.get("deletes") or [])),
-    }
-
-
-def fingerprint(body: dict[str, Any]) -> str:
-    """A versioned SHA-256 of the canonical form (what current servers store)."""
-    digest = hashlib.sha256(_dump(canonical_form(body)).encode()).hexdigest()
-    return f"{FINGERPRINT_VERSION}:{digest}"
-
-
-def live_receipt(catalog: Catalog, key: str, config: Config) -> Receipt | None:
-    """The receipt under ``key``, purging it first when past the retention."""
-    receipt = catalog.receipts.get(key)
-    if receipt is None:
-        return None
-    if now_utc() - receipt.stored_at > timedelta(seconds=config.receipt_retention_seconds):
-        del catalog.receipts[key]
-        return None
-    return receipt
-
-
-def receipt_result(receipt: Receipt) -> dict[str, Any]:
-    """The commit result a receipt answers with."""
-    return {"snapshot_id": receipt.snapshot_id, "schema_version": receipt.schema_version}
+    appended: bool = False
+    deleted: bool = False
 
 
 # -- the pipeline ---------------------------------------------------------------------
 
 
-def commit(state: State, catalog: Catalog, body: dict[str, Any], *, prepared: bool) -> dict[str, Any]:
+def commit(
+    state: State, catalog: Catalog, body: dict[str, Any], *, prepared: bool, mutation: bool = False
+) -> dict[str, Any]:
     """Apply one CommitRequest (already shape-checked) to ``catalog``; return ``{snapshot_id, schema_version}``."""
     key = body.get("idempotency_key")
     if prepared and key is None:
         raise validation("prepared commits require an idempotency_key")
-    request_print = fingerprint(body)  # before anything below sanitises a copy of the files
+    deletes = body.get("deletes") or []
+    if mutation:
+        _check_mutation_request(body)
+    else:
+        for group in deletes:
+            if not group["files"]:
+                raise validation(f"deletes for {group['namespace']}.{group['table']} have no files")
+    request_print = fingerprint(body, require_unchanged_tables=mutation)  # before anything sanitises a copy
     if key is not None:
         key = parse_uuid(key, "idempotency_key")
         receipt = live_receipt(catalog, key, state.config)
@@ -158,19 +94,21 @@ def commit(state: State, catalog: Catalog, body: dict[str, Any], *, prepared: bo
             return receipt_result(receipt)
     body = copy.deepcopy(body)
     appends = body.get("appends") or []
-    _check_paths(catalog, appends)
-    if body.get("deletes"):
-        raise ApiError(501, "not_implemented", "the emulator does not implement deletes")
-    if not appends:
+    deletes = body.get("deletes") or []
+    _check_paths(catalog, appends, deletes)
+    if any(group["files"] for group in deletes):
+        raise ApiError(501, "not_implemented", "the emulator does not implement deletion vectors")
+    if not appends and not deletes:
         raise validation("a commit needs at least one append or delete")
     read_snapshot = body.get("read_snapshot")
     _check_read_snapshot(catalog, read_snapshot)
-    targets = _resolve_targets(catalog, appends)
+    targets = _resolve_targets(catalog, appends, deletes)
     _check_incarnations(targets)
     _check_blind_partitioned(state, targets, read_snapshot)
-    _conflict_scan(catalog, targets, read_snapshot)
+    _conflict_scan(catalog, targets, read_snapshot, require_unchanged_tables=mutation)
     for target in targets:
-        _check_files(target)
+        if target.appended:
+            _check_files(target)
     _check_removal_queue(catalog, targets)
     result = _publish(catalog, targets, body)
     if key is not None:
@@ -180,11 +118,23 @@ def commit(state: State, catalog: Catalog, body: dict[str, Any], *, prepared: bo
     return result
 
 
-def _check_paths(catalog: Catalog, appends: list[dict[str, Any]]) -> None:
+def _check_mutation_request(body: dict[str, Any]) -> None:
+    """The mutation route's own 422 (server source): key, read_snapshot, >= 1 delete group, every group guarded."""
+    groups = (body.get("appends") or []) + (body.get("deletes") or [])
+    if (
+        body.get("idempotency_key") is None
+        or body.get("read_snapshot") is None
+        or not body.get("deletes")
+        or any(group.get("expected_table_uuid") is None for group in groups)
+    ):
+        raise validation("prepared mutation requires idempotency_key, read_snapshot and guarded target tables")
+
+
+def _check_paths(catalog: Catalog, appends: list[dict[str, Any]], deletes: list[dict[str, Any]]) -> None:
     """Absolute s3:// URI under the catalog data_path; no whitespace/control chars; no empty/./.. segments."""
     root = "s3://" + catalog.prefix
-    for append in appends:
-        for reg in append["files"]:
+    for group in appends + deletes:
+        for reg in group["files"]:
             path = reg["path"]
             if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in path):
                 raise validation(f"path '{path}' contains whitespace or control characters")
@@ -207,17 +157,21 @@ def _check_read_snapshot(catalog: Catalog, read_snapshot: int | None) -> None:
         )
 
 
-def _resolve_targets(catalog: Catalog, appends: list[dict[str, Any]]) -> list[_Target]:
+def _resolve_targets(catalog: Catalog, appends: list[dict[str, Any]], deletes: list[dict[str, Any]]) -> list[_Target]:
     """Resolve each (namespace, table) at head; merge entries for the same table in request order."""
     targets: dict[str, _Target] = {}
-    for append in appends:
-        qualified = f"{append['namespace']}.{append['table']}"
-        table = catalog.table_at(append["namespace"], append["table"], catalog.head)
+    for group, is_append in [(a, True) for a in appends] + [(d, False) for d in deletes]:
+        qualified = f"{group['namespace']}.{group['table']}"
+        table = catalog.table_at(group["namespace"], group["table"], catalog.head)
         if table is None:
             raise validation(f"unknown table '{qualified}' in commit")
-        expected = append.get("expected_table_uuid")
         target = targets.setdefault(qualified, _Target(qualified, table, [], None))
-        target.files.extend(append["files"])
+        if is_append:
+            target.appended = True
+            target.files.extend(group["files"])
+        else:
+            target.deleted = True
+        expected = group.get("expected_table_uuid")
         if expected is not None and target.expected_uuid is None:
             target.expected_uuid = str(uuid.UUID(expected))
         elif expected is not None and str(uuid.UUID(expected)) != target.expected_uuid:
@@ -242,7 +196,7 @@ def _check_blind_partitioned(state: State, targets: list[_Target], read_snapshot
     """Count (or, when configured, refuse with 422) partitioned appends without read_snapshot (7.6)."""
     if read_snapshot is not None:
         return
-    blind = [t.qualified for t in targets if t.table.current.spec_fields()]
+    blind = [t.qualified for t in targets if t.appended and t.table.current.spec_fields()]
     if not blind:
         return
     if state.config.refuse_blind_partitioned_appends:
@@ -250,17 +204,36 @@ def _check_blind_partitioned(state: State, targets: list[_Target], read_snapshot
     state.blind_partitioned_appends += 1
 
 
-def _conflict_scan(catalog: Catalog, targets: list[_Target], read_snapshot: int | None) -> None:
-    """409 ddl_since_read_snapshot when a touched table was altered/dropped after read_snapshot."""
+def _conflict_scan(
+    catalog: Catalog, targets: list[_Target], read_snapshot: int | None, *, require_unchanged_tables: bool
+) -> None:
+    """Changes after read_snapshot: DDL on any touched table; row content on delete targets when required.
+
+    Every hit DDL -> 409 ddl_since_read_snapshot (re-prepare); any row-content
+    hit (alone or mixed with DDL) -> 409 commit_conflict (retryable).
+    """
     if read_snapshot is None:
         return
-    hit = [t.qualified for t in targets if catalog.changes_after(t.table.object_id, read_snapshot, CONFLICT_KINDS)]
-    if hit:
+    ddl_hit: list[str] = []
+    content_hit: list[str] = []
+    for target in targets:
+        if catalog.changes_after(target.table.object_id, read_snapshot, DDL_KINDS):
+            ddl_hit.append(target.qualified)
+        if (
+            require_unchanged_tables
+            and target.deleted
+            and catalog.changes_after(target.table.object_id, read_snapshot, CONTENT_KINDS)
+        ):
+            content_hit.append(target.qualified)
+    if content_hit:
+        names = sorted(set(ddl_hit + content_hit))
+        raise commit_conflict(f"concurrent table change since snapshot {read_snapshot} on table(s): {', '.join(names)}")
+    if ddl_hit:
         raise ApiError(
             409,
             "ddl_since_read_snapshot",
-            f"DDL on {', '.join(hit)} after read_snapshot {read_snapshot}",
-            tables=hit,
+            f"DDL on {', '.join(ddl_hit)} after read_snapshot {read_snapshot}",
+            tables=ddl_hit,
             read_snapshot=read_snapshot,
             retry="re-prepare",
         )
@@ -330,8 +303,9 @@ def _check_removal_queue(catalog: Catalog, targets: list[_Target]) -> None:
 
 
 def _publish(catalog: Catalog, targets: list[_Target], body: dict[str, Any]) -> dict[str, Any]:
-    """One snapshot; data file ids and row-id ranges allocated per file in request order."""
-    changes = [{"kind": "data_appended", "object_id": t.table.object_id} for t in targets]
+    """One snapshot; data file ids and row-id ranges allocated per file in request order; one change row per role."""
+    changes = [{"kind": "data_appended", "object_id": t.table.object_id} for t in targets if t.appended]
+    changes += [{"kind": "table_deleted_from", "object_id": t.table.object_id} for t in targets if t.deleted]
     snap = catalog.commit_snapshot(changes, ddl=False, author=body.get("author"), message=body.get("message"))
     for target in targets:
         spec = target.table.current.partition_spec

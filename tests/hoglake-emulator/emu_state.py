@@ -348,6 +348,11 @@ def new_table(catalog: Catalog, namespace: str, name: str, columns: list[dict[st
     return table
 
 
+#: What the catalog advertises by default: the two capabilities the pyhoglake capture shows, plus
+#: the mutation route this emulator serves (``--capabilities`` replaces the list).
+DEFAULT_CAPABILITIES = ("atomic-table-creation-v1", "idempotent-append-v1", "idempotent-mutation-v1")
+
+
 @dataclass
 class Config:
     """Server knobs (CLI flags)."""
@@ -355,7 +360,7 @@ class Config:
     receipt_retention_seconds: float = 7 * 24 * 3600
     refuse_blind_partitioned_appends: bool = False
     commit_lock_timeout_ms: int = 30_000
-    capabilities: tuple[str, ...] = ("atomic-table-creation-v1", "idempotent-append-v1")
+    capabilities: tuple[str, ...] = DEFAULT_CAPABILITIES
 
 
 @dataclass

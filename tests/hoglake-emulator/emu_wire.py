@@ -208,13 +208,33 @@ TABLE_APPEND = Shape(
     },
 )
 
+DELETE_FILE_REGISTRATION = Shape(
+    "DeleteFileRegistration",
+    {
+        "data_file_id": F("int", True),
+        "path": F("str", True),
+        "delete_count": F("int", True),
+        "file_size_bytes": F("int", True),
+    },
+)
+
+TABLE_DELETES = Shape(
+    "TableDeletes",
+    {
+        "namespace": F("str", True),
+        "table": F("str", True),
+        "files": F(ListOf(DELETE_FILE_REGISTRATION), True),
+        "expected_table_uuid": F("uuid"),
+    },
+)
+
 COMMIT_REQUEST = Shape(
     "CommitRequest",
     {
         "idempotency_key": F("uuid"),
         "read_snapshot": F("int"),
         "appends": F(ListOf(TABLE_APPEND)),
-        "deletes": F(ListOf("object")),
+        "deletes": F(ListOf(TABLE_DELETES)),
         "author": F("str"),
         "message": F("str"),
     },

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from emu_api import ROUTES, Request  # noqa: E402
 from emu_errors import ApiError, bad_request, not_found, queue_timeout, validation  # noqa: E402
 from emu_faults import Faults, FaultRule, RequestLog  # noqa: E402
-from emu_state import Config, State  # noqa: E402
+from emu_state import DEFAULT_CAPABILITIES, Config, State  # noqa: E402
 
 Handler = Callable[[Request], tuple[int, Any]]
 
@@ -344,6 +344,11 @@ def _write_port_file(path: str, port: int) -> None:
     os.replace(tmp, path)
 
 
+def _capability_list(text: str) -> tuple[str, ...]:
+    """``a,b,c`` -> ("a", "b", "c"); blanks dropped, so "" advertises none."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
@@ -353,12 +358,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--receipt-retention-seconds", type=float, default=7 * 24 * 3600)
     parser.add_argument("--commit-lock-timeout-ms", type=int, default=30_000)
     parser.add_argument("--refuse-blind-partitioned-appends", action="store_true")
+    parser.add_argument(
+        "--capabilities",
+        type=_capability_list,
+        default=DEFAULT_CAPABILITIES,
+        help="comma-separated catalog capabilities to advertise (default: %(default)s)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
     args = parser.parse_args(argv)
     config = Config(
         receipt_retention_seconds=args.receipt_retention_seconds,
         refuse_blind_partitioned_appends=args.refuse_blind_partitioned_appends,
         commit_lock_timeout_ms=args.commit_lock_timeout_ms,
+        capabilities=args.capabilities,
     )
     server, _ = make_server(args.host, args.port, config, args.verbose)
     port = server.server_address[1]

@@ -64,6 +64,7 @@ REPO = Path(__file__).resolve().parents[2]
 VECTORS = REPO / "tests/hoglake-vectors"
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 COMPARED_HEADERS = ("User-Agent", "Content-Type")
+CAPTURED_CAPABILITIES = ("atomic-table-creation-v1", "idempotent-append-v1")
 
 EVENTS_SCHEMA = pa.schema(
     [
@@ -570,7 +571,8 @@ def main() -> int:
     results: list[tuple[str, str | None]] = []
     workdir = Path(tempfile.mkdtemp(prefix="hoglake-check-"))
     store = LocalObjectStore(str(workdir / "objects"))
-    emu = EmulatorProcess()
+    # The capture was taken from a server advertising exactly these; the default adds idempotent-mutation-v1.
+    emu = EmulatorProcess("--capabilities", ",".join(CAPTURED_CAPABILITIES))
     emu.start()
     try:
         session: dict[str, Any] = {}
