@@ -232,8 +232,8 @@ def _conflict_scan(
         raise ApiError(
             409,
             "ddl_since_read_snapshot",
-            f"DDL on {', '.join(ddl_hit)} after read_snapshot {read_snapshot}",
-            tables=ddl_hit,
+            f"DDL on {', '.join(sorted(ddl_hit))} after read_snapshot {read_snapshot}",
+            tables=sorted(ddl_hit),
             read_snapshot=read_snapshot,
             retry="re-prepare",
         )

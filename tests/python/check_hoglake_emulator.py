@@ -53,11 +53,13 @@ from pyhoglake import (
     ops,
 )
 from pyhoglake.errors import AlreadyExistsError, CommitConflictError, ExpiredError
-from pyhoglake.types import columns_to_arrow_schema, schema_to_column_defs
+from pyhoglake.types import schema_to_column_defs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hoglake_check_support import CheckFailed, arrow_rows, check, expect_raises  # noqa: E402
 from hoglake_emulator_harness import EmulatorProcess  # noqa: E402
 from hoglake_local_store import LocalObjectStore  # noqa: E402
+from hoglake_mutation_checks import MUTATION_CHECKS, check_default_capabilities  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 # The pyhoglake captures, kept with the tests (a copy of the spec's vectors).
@@ -77,27 +79,6 @@ EVENTS_SCHEMA = pa.schema(
     ]
 )
 ROW7 = {"id": 7, "name": "z", "ts": datetime(2026, 3, 1), "amount": None, "score": 1.0, "tags": ["q"], "extra": 1}
-
-
-class CheckFailed(AssertionError):
-    """A mismatch between what was expected and what the emulator holds or sent."""
-
-
-def check(condition: bool, message: str) -> None:
-    """Raise CheckFailed with ``message`` unless ``condition``."""
-    if not condition:
-        raise CheckFailed(message)
-
-
-def expect_raises(kind: type[BaseException], action: Callable[[], Any], what: str) -> BaseException:
-    """Run ``action``; it must raise ``kind`` (returned), anything else fails the check."""
-    try:
-        action()
-    except kind as err:
-        return err
-    except Exception as err:  # noqa: BLE001
-        raise CheckFailed(f"{what}: expected {kind.__name__}, got {type(err).__name__}: {err}") from err
-    raise CheckFailed(f"{what}: expected {kind.__name__}, but it succeeded")
 
 
 class UuidNames:
@@ -139,12 +120,6 @@ def diff(expected: Any, actual: Any, where: str = "") -> str | None:
     if expected != actual or type(expected) is not type(actual):
         return f"{where}: {actual!r}, expected {expected!r}"
     return None
-
-
-def arrow_rows(table: pyhoglake.Table, rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows as an Arrow table in the destination's exact schema (field ids included)."""
-    schema = columns_to_arrow_schema(table.columns)
-    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
 
 
 # -- part A: the captured session -------------------------------------------------------------
@@ -584,9 +559,10 @@ def main() -> int:
             run_check("objects match registrations", lambda: check_objects_match_registrations(session, store), results)
         emu.reset()
         scenario = Scenario(emu, store)
-        for step in PART_B:
+        for step in PART_B + MUTATION_CHECKS:
             run_check(step.__name__, lambda step=step: step(scenario), results)
         run_check("admission timeout (second emulator)", check_admission_timeout, results)
+        run_check("default capabilities and --capabilities (own emulators)", check_default_capabilities, results)
     finally:
         code = emu.stop()
         shutil.rmtree(workdir, ignore_errors=True)
