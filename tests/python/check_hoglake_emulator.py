@@ -12,7 +12,9 @@ Starts the emulator as a subprocess (port 0), then:
   append + exact/reordered/tampered replay, 503 + Retry-After, a response
   dropped after a successful commit then replayed (exactly once), DDL since
   read_snapshot, a recreated table refusing the old incarnation, the
-  retention floor (410), alter rules, and wire-level refusals.
+  retention floor (410), alter rules, and wire-level refusals; then the
+  mutation route's scenarios (hoglake_mutation_checks.py) and the advertised
+  capabilities (the replay's emulator runs with the captured list).
 
 Exit 0 when every check passes; otherwise non-zero with the failing checks.
 Run with a Python that has pyhoglake==1.3.11 and pyarrow==26.0.1:
