@@ -13,6 +13,7 @@ pub use v1::*;
 
 mod budget;
 pub mod coordinates;
+pub mod coverage;
 mod dead_letter;
 
 pub use budget::WRITE_MARGIN;

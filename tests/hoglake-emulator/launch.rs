@@ -10,6 +10,11 @@ use std::process::{Child, Command, Stdio};
 /// answers the process and its root URL `http://127.0.0.1:<port>`, read from
 /// the `LISTENING <port>` line the emulator prints once it listens.
 pub fn launch(script: &str) -> (Child, String) {
+    launch_with(script, &[])
+}
+
+/// [`launch`] with more emulator flags (e.g. `--capabilities …`).
+pub fn launch_with(script: &str, flags: &[&str]) -> (Child, String) {
     let python = std::env::var("MILLPOND_PYTHON").unwrap_or_else(|_| {
         let venv = format!(
             "{}/.cache/millpond/venv/bin/python",
@@ -23,6 +28,7 @@ pub fn launch(script: &str) -> (Child, String) {
     });
     let mut child = Command::new(&python)
         .args([script, "--host", "127.0.0.1", "--port", "0"])
+        .args(flags)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

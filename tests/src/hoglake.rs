@@ -46,7 +46,7 @@ impl Emulator {
     /// Every `POST …/commit/prepared` received so far, oldest first, as the
     /// emulator's request log shows it.
     pub fn commits(&self) -> Vec<CommitRequest> {
-        let url = format!("{}/_emulator/requests?path=/commit/prepared$", self.root);
+        let url = format!("{}/_emulator/requests?path=/prepared$", self.root);
         let (status, body) = crate::scrape::get(&url).expect("emulator reachable");
         assert_eq!(status, 200, "{url}: {body}");
         let log: serde_json::Value = serde_json::from_str(&body).expect("request log is JSON");
@@ -85,10 +85,19 @@ impl CommitRequest {
         let appends = body["appends"]
             .as_array()
             .unwrap_or_else(|| panic!("commit without appends: {entry}"));
+        // The dead-letter table's appends (the partition fence's offsets
+        // tables are neither rows nor dead letters).
+        let dead_letters = format!("{TABLE}_dead_letters");
         let files_of = |data: bool| -> Vec<&serde_json::Value> {
             appends
                 .iter()
-                .filter(|a| (a["table"] == TABLE) == data)
+                .filter(|a| {
+                    if data {
+                        a["table"] == TABLE
+                    } else {
+                        a["table"] == dead_letters.as_str()
+                    }
+                })
                 .flat_map(|a| a["files"].as_array().into_iter().flatten())
                 .collect()
         };

@@ -293,6 +293,19 @@ impl CatalogClient {
         .await
     }
 
+    /// `POST …/commit/mutations/prepared` with an already-serialised
+    /// payload (appends plus delete groups), sent byte for byte as given.
+    pub async fn commit_mutation(&self, payload: &[u8]) -> Result<CommitResult, CatalogError> {
+        let what = format!("commit/mutations/prepared to catalog {}", self.catalog);
+        self.send(
+            &what,
+            Method::POST,
+            self.url(&["commit", "mutations", "prepared"]),
+            Some(payload.to_vec()),
+        )
+        .await
+    }
+
     /// `GET …/commit/receipts/{key}`; `Ok(None)` when there is no receipt
     /// (which does not prove an in-flight commit will not land).
     pub async fn receipt(&self, key: &uuid::Uuid) -> Result<Option<CommitResult>, CatalogError> {
@@ -327,5 +340,46 @@ impl CatalogClient {
         }
         let what = format!("list files of {namespace}.{table}");
         self.send(&what, Method::GET, url, None).await
+    }
+
+    /// The file registered last at `snapshot` whose partition value at
+    /// `key_index` is `value` (`?partition=&sort=begin_snapshot&order=desc&limit=1`),
+    /// `Ok(None)` when there is none.
+    pub async fn last_file_in_partition(
+        &self,
+        namespace: &str,
+        table: &str,
+        snapshot: i64,
+        (key_index, value): (usize, &str),
+    ) -> Result<Option<DataFile>, CatalogError> {
+        let mut url = self.url(&["namespaces", namespace, "tables", table, "files"]);
+        url.query_pairs_mut()
+            .append_pair("snapshot", &snapshot.to_string())
+            .append_pair("partition", &format!("{key_index}:{value}"))
+            .append_pair("sort", "begin_snapshot")
+            .append_pair("order", "desc")
+            .append_pair("limit", "1");
+        let what = format!("list the last file of {namespace}.{table}");
+        let files: Vec<DataFile> = self.send(&what, Method::GET, url, None).await?;
+        Ok(files.into_iter().next())
+    }
+
+    /// `GET …/namespaces/{ns}/tables`: the names of the namespace's tables
+    /// (an absent namespace has none).
+    pub async fn table_names(&self, namespace: &str) -> Result<Vec<String>, CatalogError> {
+        #[derive(serde::Deserialize)]
+        struct Summary {
+            name: String,
+        }
+        let url = self.url(&["namespaces", namespace, "tables"]);
+        let what = format!("list tables of {namespace}");
+        match self
+            .send::<Vec<Summary>>(&what, Method::GET, url, None)
+            .await
+        {
+            Ok(rows) => Ok(rows.into_iter().map(|t| t.name).collect()),
+            Err(e) if e.status() == Some(404) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
     }
 }

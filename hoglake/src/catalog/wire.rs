@@ -12,6 +12,10 @@ pub struct Catalog {
     pub head_snapshot_id: i64,
     #[serde(default)]
     pub schema_version: i64,
+    /// What the server supports (`idempotent-mutation-v1`, …); empty from
+    /// servers that do not say.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
 }
 
 /// `{snapshot_id, schema_version}`: a commit's answer, and a receipt's.

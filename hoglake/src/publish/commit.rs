@@ -3,7 +3,7 @@
 use arrow::array::RecordBatch;
 use millpond_proto::OffsetRange;
 
-use super::prepare::Prepared;
+use super::prepare::{Planned, Prepared};
 use super::{Outcome, PublishError, PublishReceipt, Publisher};
 use crate::catalog::CatalogError;
 
@@ -19,7 +19,17 @@ impl Publisher {
         attempt: u32,
     ) -> Result<PublishReceipt, PublishError> {
         if held.is_none() {
-            *held = Some(self.prepare(flush_id, batches, ranges, inserted_at).await?);
+            match self.prepare(flush_id, batches, ranges, inserted_at).await? {
+                Planned::Commit(p) => *held = Some(p),
+                Planned::Recorded(receipt) => {
+                    tracing::info!(flush_id, by_another_flush = receipt.recorded_by_another_flush,
+                        "hoglake: the offsets tables already end at this flush's ranges; acknowledging without publishing");
+                    return Ok(PublishReceipt {
+                        attempts: attempt,
+                        ..receipt
+                    });
+                }
+            }
         }
         let p = held.as_mut().expect("prepared above");
         // After a send without an answer, ask for the receipt first: if it
@@ -29,9 +39,18 @@ impl Publisher {
         } else {
             false
         };
-        match self.catalog.commit_prepared(&p.body).await {
+        let sent = if p.fenced {
+            self.catalog.commit_mutation(&p.body).await
+        } else {
+            self.catalog.commit_prepared(&p.body).await
+        };
+        match sent {
             Ok(result) => {
                 let p = held.take().expect("held");
+                if p.fenced {
+                    self.fence
+                        .committed(result.snapshot_id, (flush_id, &p.table_uuid), ranges);
+                }
                 Ok(PublishReceipt {
                     outcome: if replay {
                         Outcome::Replayed
@@ -48,6 +67,7 @@ impl Publisher {
                     table_uuid: Some(p.table_uuid),
                     attempts: attempt,
                     paths: p.paths,
+                    recorded_by_another_flush: false,
                 })
             }
             // No answer, or a 2xx we could not read: the commit may have
@@ -67,17 +87,12 @@ impl Publisher {
                             "hoglake: these offsets were already published to this table incarnation; acknowledging without publishing");
                         self.orphans.add("already_published", &p.paths);
                         Ok(PublishReceipt {
-                            outcome: Outcome::AlreadyPublished,
-                            rows: 0,
-                            files: 0,
-                            file_rows: Vec::new(),
-                            dead_letters: 0,
                             snapshot_id: Some(result.snapshot_id),
                             schema_version: Some(result.schema_version),
                             idempotency_key: Some(p.key),
                             table_uuid: Some(p.table_uuid),
                             attempts: attempt,
-                            paths: Vec::new(),
+                            ..PublishReceipt::nothing(Outcome::AlreadyPublished)
                         })
                     }
                     _ => Err(e.into()),

@@ -21,6 +21,15 @@ pub enum PublishError {
     },
     #[error("{0}")]
     Schema(String),
+    /// The flush reaches into offsets another flush recorded without
+    /// matching them: publishing would duplicate rows, acknowledging would
+    /// lose some. The sender proves the recorded ranges against Kafka and
+    /// sends only the rest.
+    #[error("{0}")]
+    Overlap(String),
+    /// The server lacks what the configuration needs.
+    #[error("{0}")]
+    Unsupported(String),
     /// The live partition spec or sort order differs from config.
     #[error("{0}")]
     Layout(String),
@@ -55,9 +64,11 @@ impl PublishError {
                 ErrorClass::Retry
             }
             PublishError::Store(_) => ErrorClass::Permanent,
-            PublishError::Encode { .. } | PublishError::Schema(_) | PublishError::Layout(_) => {
-                ErrorClass::Permanent
-            }
+            PublishError::Encode { .. }
+            | PublishError::Schema(_)
+            | PublishError::Layout(_)
+            | PublishError::Overlap(_)
+            | PublishError::Unsupported(_) => ErrorClass::Permanent,
             PublishError::Exhausted { .. } | PublishError::DeadlineSpent { .. } => {
                 ErrorClass::Permanent
             }

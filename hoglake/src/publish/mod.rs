@@ -39,6 +39,7 @@
 mod commit;
 mod error;
 mod key;
+mod offsets;
 mod orphans;
 mod prepare;
 mod receipt;
@@ -53,6 +54,7 @@ use crate::store::{DataStore, S3Config};
 
 pub use error::PublishError;
 pub use key::idempotency_key;
+pub use offsets::{offsets_table, offsets_table_prefix, MUTATION_CAPABILITY, OFFSETS_TABLE_PREFIX};
 pub use orphans::{OrphanCounts, ORPHAN_REASONS};
 pub use receipt::{Outcome, PublishReceipt};
 pub use table::promotion;
@@ -77,6 +79,10 @@ pub struct PublisherConfig {
     /// The table a flush's dead letters go to, in the same commit as its
     /// rows (created on first use, in the same namespace); `None` = none.
     pub dead_letter_table: Option<String>,
+    /// HOGLAKE_PARTITION_FENCE: guard every commit with the offsets tables
+    /// of its Kafka partitions ([`offsets`]), so no offset is published
+    /// twice by two owners.
+    pub partition_fence: bool,
 }
 
 /// Publishes flushes to one table.
@@ -89,6 +95,9 @@ pub struct Publisher {
     ladder: Ladder,
     layout: Layout,
     dead_letter_table: Option<String>,
+    /// HOGLAKE_PARTITION_FENCE.
+    fence_on: bool,
+    fence: offsets::Fence,
     /// The incarnation last resolved (to notice recreation).
     known_uuid: Option<String>,
     orphans: OrphanCounts,
@@ -116,6 +125,15 @@ impl Publisher {
         let info = catalog
             .resolve_catalog(config.create_data_path.as_deref())
             .await?;
+        if config.partition_fence && !info.capabilities.iter().any(|c| c == MUTATION_CAPABILITY) {
+            return Err(PublishError::Unsupported(format!(
+                "HOGLAKE_PARTITION_FENCE is on, but catalog {} does not advertise `{MUTATION_CAPABILITY}` \
+                 (its capabilities: {:?}); the fence guards each commit with a mutation request. \
+                 Upgrade the hoglake server, or set HOGLAKE_PARTITION_FENCE=false and stop every pod \
+                 before changing the replica count (two owners of a partition would publish it twice)",
+                info.name, info.capabilities
+            )));
+        }
         let store = DataStore::new(&info.data_path, &config.s3)?;
         let marker = store.probe().await?;
         tracing::info!(
@@ -133,6 +151,8 @@ impl Publisher {
             ladder: config.ladder,
             layout: config.layout,
             dead_letter_table: config.dead_letter_table,
+            fence_on: config.partition_fence,
+            fence: offsets::Fence::default(),
             known_uuid: None,
             orphans: OrphanCounts::default(),
             recreations: 0,
@@ -187,6 +207,7 @@ impl Publisher {
     /// Forgets the incarnation (the writer calls this between its retries).
     pub fn reset_caches(&mut self) {
         self.known_uuid = None;
+        self.fence.forget();
     }
 }
 

@@ -7,13 +7,15 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use futures::future::join_all;
 use millpond_proto::OffsetRange;
 
-use super::{idempotency_key, PublishError, Publisher, INSERTED_AT};
+use super::offsets::offsets_row;
+use super::{idempotency_key, Outcome, PublishError, PublishReceipt, Publisher, INSERTED_AT};
 use crate::arrow_schema::{arrow_schema, conform};
 use crate::parquet_file::write_parquet;
 use crate::partition::Partitioner;
-use crate::payload::{CommitRequest, TableAppend};
+use crate::payload::{CommitRequest, TableAppend, TableDeletes};
 use crate::registration::{object_uri, FileRegistration};
 use crate::schema::Table;
+use millpond_proto::coverage::{coverage, Coverage};
 
 /// One file's partition values (`None` = null source value).
 type Tuple = Vec<Option<String>>;
@@ -29,6 +31,18 @@ pub(super) struct Prepared {
     pub(super) dead_letters: u64,
     /// A send of this payload ended without an answer (it may have applied).
     pub(super) maybe_applied: bool,
+    /// Sent to `…/commit/mutations/prepared`: the payload guards the
+    /// offsets tables of its partitions (the fence is on).
+    pub(super) fenced: bool,
+}
+
+/// What a prepare found to do.
+pub(super) enum Planned {
+    /// Send this payload.
+    Commit(Prepared),
+    /// The offsets tables already end at exactly this flush's ranges:
+    /// acknowledge without publishing.
+    Recorded(PublishReceipt),
 }
 
 impl Publisher {
@@ -39,7 +53,15 @@ impl Publisher {
         (batches, dead_letters): (&[RecordBatch], &[RecordBatch]),
         ranges: &[OffsetRange],
         inserted_at: i64,
-    ) -> Result<Prepared, PublishError> {
+    ) -> Result<Planned, PublishError> {
+        // The fence's tables first, so the reads below see them.
+        let mut offsets_tables = Vec::new();
+        if self.fence_on {
+            for range in ranges {
+                offsets_tables.push((range, self.offsets_table(range.partition).await?));
+            }
+        }
+        let ddl_before = self.columns_added + self.columns_promoted;
         let table = self.bootstrap(&union_schema(batches)).await?;
         let mut read_snapshot = table.read_snapshot_id;
         let key = idempotency_key(&table.table_uuid, ranges);
@@ -82,6 +104,63 @@ impl Publisher {
             });
             uploads.extend(more);
         }
+        let mut deletes = Vec::new();
+        if self.fence_on {
+            let at = read_snapshot.ok_or_else(|| {
+                PublishError::Unsupported(
+                    "the catalog's table read carries no read_snapshot_id; the partition fence needs a current hoglake server".into(),
+                )
+            })?;
+            let since_ddl = self.columns_added + self.columns_promoted != ddl_before;
+            let (basis, heads) = self
+                .heads(ranges, (&table.table_uuid, at), since_ddl)
+                .await?;
+            let recorded: Vec<OffsetRange> = heads.iter().map(|h| h.range.clone()).collect();
+            match coverage(ranges, &recorded) {
+                Coverage::New => {}
+                Coverage::AlreadyRecorded => {
+                    let another = heads
+                        .iter()
+                        .filter(|h| ranges.iter().any(|r| r.partition == h.range.partition))
+                        .any(|h| h.flush_id != flush_id);
+                    return Ok(Planned::Recorded(PublishReceipt {
+                        recorded_by_another_flush: another,
+                        snapshot_id: Some(basis),
+                        table_uuid: Some(table.table_uuid),
+                        ..PublishReceipt::nothing(Outcome::AlreadyRecorded)
+                    }));
+                }
+                Coverage::Overlap(why) => {
+                    self.fence.forget();
+                    return Err(PublishError::Overlap(format!(
+                        "flush {flush_id} overlaps offsets the hoglake offsets tables recorded: {why}"
+                    )));
+                }
+            }
+            read_snapshot = Some(at.min(basis));
+            for (range, offsets) in &offsets_tables {
+                let (files, more) = self.encode(
+                    offsets,
+                    &offsets.name,
+                    &[offsets_row(range, (flush_id, &table.table_uuid))],
+                    inserted_at,
+                    &key,
+                )?;
+                appends.push(TableAppend {
+                    namespace: self.namespace.clone(),
+                    table: offsets.name.clone(),
+                    expected_table_uuid: Some(offsets.table_uuid.clone()),
+                    files,
+                });
+                uploads.extend(more);
+                deletes.push(TableDeletes {
+                    namespace: self.namespace.clone(),
+                    table: offsets.name.clone(),
+                    expected_table_uuid: Some(offsets.table_uuid.clone()),
+                    files: Vec::new(),
+                });
+            }
+        }
         let results = join_all(
             uploads
                 .iter()
@@ -107,13 +186,14 @@ impl Publisher {
             idempotency_key: Some(key.to_string()),
             read_snapshot,
             appends,
+            deletes,
             author: None,
             message: Some(format!("millpond flush {flush_id}")),
         };
         let body = serde_json::to_vec(&request).map_err(|e| {
             PublishError::Schema(format!("cannot serialise the commit request: {e}"))
         })?;
-        Ok(Prepared {
+        Ok(Planned::Commit(Prepared {
             key,
             table_uuid: table.table_uuid,
             body,
@@ -122,7 +202,8 @@ impl Publisher {
             file_rows,
             dead_letters: letters,
             maybe_applied: false,
-        })
+            fenced: self.fence_on,
+        }))
     }
 
     /// `batches` as `table`'s files: conformed to its file schema, stamped

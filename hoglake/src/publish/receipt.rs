@@ -11,6 +11,10 @@ pub enum Outcome {
     /// The key already had a receipt from an earlier, different payload for
     /// the same incarnation and offsets: nothing was published by this call.
     AlreadyPublished,
+    /// The partition fence's offsets tables end at exactly this flush's
+    /// ranges (a resend after its ack was lost, or another owner's flush
+    /// of the same records): nothing was published by this call.
+    AlreadyRecorded,
     /// No rows: nothing to publish.
     Empty,
 }
@@ -36,4 +40,26 @@ pub struct PublishReceipt {
     pub attempts: u32,
     /// URIs of the committed files (data files first).
     pub paths: Vec<String>,
+    /// `AlreadyRecorded` by a flush with another id.
+    pub recorded_by_another_flush: bool,
+}
+
+impl PublishReceipt {
+    /// A receipt of nothing published.
+    pub fn nothing(outcome: Outcome) -> Self {
+        PublishReceipt {
+            outcome,
+            rows: 0,
+            files: 0,
+            file_rows: Vec::new(),
+            dead_letters: 0,
+            snapshot_id: None,
+            schema_version: None,
+            idempotency_key: None,
+            table_uuid: None,
+            attempts: 0,
+            paths: Vec::new(),
+            recorded_by_another_flush: false,
+        }
+    }
 }

@@ -57,19 +57,7 @@ impl Publisher {
             )));
         }
         if rows == 0 && letters == 0 {
-            return Ok(PublishReceipt {
-                outcome: Outcome::Empty,
-                rows: 0,
-                files: 0,
-                file_rows: Vec::new(),
-                dead_letters: 0,
-                snapshot_id: None,
-                schema_version: None,
-                idempotency_key: None,
-                table_uuid: None,
-                attempts: 0,
-                paths: Vec::new(),
-            });
+            return Ok(PublishReceipt::nothing(Outcome::Empty));
         }
         let inserted_at = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -167,7 +155,12 @@ impl Run<'_> {
             )
             .await
         {
-            Ok(receipt) if self.uncertain && receipt.outcome == Outcome::AlreadyPublished => {
+            Ok(receipt)
+                if self.uncertain
+                    && (receipt.outcome == Outcome::AlreadyPublished
+                        || (receipt.outcome == Outcome::AlreadyRecorded
+                            && !receipt.recorded_by_another_flush)) =>
+            {
                 let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
                 let letters = dead_letters.iter().map(|b| b.num_rows() as u64).sum();
                 tracing::info!(key = ?receipt.idempotency_key, rows,
@@ -194,6 +187,9 @@ impl Run<'_> {
         match class {
             ErrorClass::Retry => {}
             ErrorClass::RePrepare => {
+                // Whatever refused the basis may have moved a head or
+                // recreated an offsets table: read them again.
+                self.publisher.fence.forget();
                 if matches!(&error, PublishError::Catalog(e) if e.status() == Some(409)) {
                     self.publisher.commit_conflicts += 1;
                 }

@@ -85,7 +85,7 @@ async fn the_layout_is_declared_in_one_alter_after_creation_and_verified() {
             (id_of(&t, "id"), "asc", "nulls_last")
         ]
     );
-    let alters = emu.requests("/alter$").await;
+    let alters = emu.requests("/tables/events/alter$").await;
     assert_eq!(
         alters.len(),
         1,
@@ -101,7 +101,7 @@ async fn the_layout_is_declared_in_one_alter_after_creation_and_verified() {
 
     // A later resolve finds it matching and alters nothing.
     p.bootstrap(&batch(&[2], &[2]).schema()).await.unwrap();
-    assert_eq!(emu.requests("/alter$").await.len(), 1);
+    assert_eq!(emu.requests("/tables/events/alter$").await.len(), 1);
 
     // Files fan out under the declared spec: 2 teams x buckets, one commit.
     let receipt = p
@@ -155,7 +155,7 @@ async fn a_divergent_layout_is_fatal_and_printed_in_the_config_grammar() {
     let emu = Emulator::start();
     let mut first = publisher_with(&emu, &s3, &bucket, layout("team,bucket(id, 8)", &["id"])).await;
     first.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
-    let alters = emu.requests("/alter$").await.len();
+    let alters = emu.requests("/tables/events/alter$").await.len();
 
     let schema = batch(&[1], &[1]).schema();
     let mut changed =
@@ -192,7 +192,7 @@ async fn a_divergent_layout_is_fatal_and_printed_in_the_config_grammar() {
         "{err}"
     );
     assert_eq!(
-        emu.requests("/alter$").await.len(),
+        emu.requests("/tables/events/alter$").await.len(),
         alters,
         "a divergence never alters the live table"
     );
@@ -262,7 +262,7 @@ async fn live_int_and_float_columns_are_promoted_and_values_land_intact() {
     };
     assert_eq!(type_of("id"), ColumnType::Long);
     assert_eq!(type_of("score"), ColumnType::Double);
-    let alters = emu.requests("/alter$").await;
+    let alters = emu.requests("/tables/events/alter$").await;
     assert_eq!(alters.len(), 1, "both promotions in one alter");
     let back = read_back(&p, &receipt.paths[0]).await;
     assert_eq!(

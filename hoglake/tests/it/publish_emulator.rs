@@ -244,7 +244,7 @@ async fn a_lost_commit_response_replays_and_publishes_exactly_once() {
     let emu = Emulator::start();
     let mut p = publisher(&emu, &s3, &bucket).await;
     p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
-    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "drop_response_after_commit", "count": 1}))
+    emu.fault(json!({"method": "POST", "path": "/prepared$", "action": "drop_response_after_commit", "count": 1}))
         .await;
 
     let receipt = p
@@ -293,7 +293,7 @@ async fn a_503_waits_at_least_retry_after_then_resends_the_identical_request() {
     let emu = Emulator::start();
     let mut p = publisher(&emu, &s3, &bucket).await;
     p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
-    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "status", "status": 503, "retry_after": "1", "count": 1}))
+    emu.fault(json!({"method": "POST", "path": "/prepared$", "action": "status", "status": 503, "retry_after": "1", "count": 1}))
         .await;
 
     let started = Instant::now();
@@ -360,7 +360,7 @@ async fn a_recreated_table_is_refused_and_never_answered_from_the_old_receipt() 
     // (b) Recreated while the commit is in flight: the server refuses the
     // old incarnation (409 table_recreated), the payload is orphaned and
     // the flush is rebuilt against the new table under a new key.
-    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "delay", "delay_ms": 1500, "count": 1}))
+    emu.fault(json!({"method": "POST", "path": "/prepared$", "action": "delay", "delay_ms": 1500, "count": 1}))
         .await;
     let r2 = ranges(3, 4);
     let task = tokio::spawn(async move {
@@ -428,8 +428,8 @@ async fn a_recreated_table_is_refused_and_never_answered_from_the_old_receipt() 
     );
     assert_eq!(
         p.orphans().get("table_recreated"),
-        1,
-        "the refused payload's file"
+        2,
+        "the refused payload's data file and its offsets file"
     );
 
     let files = p.catalog().list_files(NS, TABLE, None).await.unwrap();
@@ -450,7 +450,7 @@ async fn ddl_after_the_read_re_prepares_under_the_same_key() {
     let emu = Emulator::start();
     let mut p = publisher(&emu, &s3, &bucket).await;
     let table = p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
-    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "delay", "delay_ms": 1000, "count": 1}))
+    emu.fault(json!({"method": "POST", "path": "/prepared$", "action": "delay", "delay_ms": 1000, "count": 1}))
         .await;
     let r = ranges(10, 11);
     let task = tokio::spawn(async move {
@@ -504,7 +504,8 @@ async fn ddl_after_the_read_re_prepares_under_the_same_key() {
         commits[1]["body"]["read_snapshot"].as_i64() > commits[0]["body"]["read_snapshot"].as_i64(),
         "the rebuilt payload is planned against the new read"
     );
-    assert_eq!(p.orphans().get("ddl_since_read_snapshot"), 1);
+    // The data file and the partition's offsets file.
+    assert_eq!(p.orphans().get("ddl_since_read_snapshot"), 2);
     let files = p.catalog().list_files(NS, TABLE, None).await.unwrap();
     assert_eq!(files.len(), 1);
     assert_eq!(files[0].path, receipt.paths[0]);
@@ -523,7 +524,7 @@ async fn a_422_fails_at_once_and_orphans_the_upload() {
     let emu = Emulator::start();
     let mut p = publisher(&emu, &s3, &bucket).await;
     p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
-    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "status", "status": 422, "count": 1}))
+    emu.fault(json!({"method": "POST", "path": "/prepared$", "action": "status", "status": 422, "count": 1}))
         .await;
     let err = p
         .publish("flush-422", &[batch(&[1], &[1])], &ranges(0, 0))
@@ -539,12 +540,16 @@ async fn a_422_fails_at_once_and_orphans_the_upload() {
         1,
         "no retry of a permanent refusal"
     );
-    assert_eq!(p.orphans().get("commit_refused"), 1);
+    // The data file and the partition's offsets file.
+    assert_eq!(p.orphans().get("commit_refused"), 2);
     assert_eq!(emu.data_snapshots().await, 0);
 }
 
+/// A new process rebuilds the same flush (fresh stamp, fresh object names,
+/// another flush id): the offsets tables end at exactly its ranges, so it
+/// is acknowledged without uploading or committing anything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rebuilt_flush_after_a_restart_is_recognised_as_already_published() {
+async fn a_rebuilt_flush_after_a_restart_is_recognised_as_already_recorded() {
     let Some((s3, bucket)) = s3_from_env() else {
         return;
     };
@@ -557,8 +562,48 @@ async fn a_rebuilt_flush_after_a_restart_is_recognised_as_already_published() {
         .unwrap();
     assert_eq!(published.outcome, Outcome::Published);
 
-    // A new process rebuilds the same flush: fresh stamp, fresh object names.
     let mut second = publisher(&emu, &s3, &bucket).await;
+    let again = second
+        .publish("flush-y", &[batch(&[1, 2, 3], &[1, 1, 1])], &r)
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, Outcome::AlreadyRecorded);
+    assert!(again.recorded_by_another_flush);
+    assert_eq!((again.rows, again.files), (0, 0));
+    assert_eq!(emu.commits().await.len(), 1, "nothing sent again");
+    assert_eq!(second.orphans().total(), 0, "nothing uploaded");
+    assert_eq!(emu.data_snapshots().await, 1);
+    let files = second.catalog().list_files(NS, TABLE, None).await.unwrap();
+    assert_eq!(files.iter().map(|f| f.record_count).sum::<u64>(), 3);
+
+    // The same flush id again (a resend after a lost ack) is this flush's.
+    let mut third = publisher(&emu, &s3, &bucket).await;
+    let resent = third
+        .publish("flush-x", &[batch(&[1, 2, 3], &[1, 1, 1])], &r)
+        .await
+        .unwrap();
+    assert_eq!(resent.outcome, Outcome::AlreadyRecorded);
+    assert!(!resent.recorded_by_another_flush);
+}
+
+/// Without the fence, the commit key stands in: the rebuilt payload under
+/// the used key is declined and the receipt says the rows are in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_fence_a_rebuilt_flush_is_recognised_by_its_key() {
+    let Some((s3, bucket)) = s3_from_env() else {
+        return;
+    };
+    let emu = Emulator::start();
+    let r = ranges(50, 52);
+    let unfenced = || publisher_fenced(&emu, &s3, &bucket, Layout::default(), false);
+    let mut first = unfenced().await;
+    let published = first
+        .publish("flush-x", &[batch(&[1, 2, 3], &[1, 1, 1])], &r)
+        .await
+        .unwrap();
+    assert_eq!(published.outcome, Outcome::Published);
+
+    let mut second = unfenced().await;
     let again = second
         .publish("flush-y", &[batch(&[1, 2, 3], &[1, 1, 1])], &r)
         .await
@@ -569,6 +614,12 @@ async fn a_rebuilt_flush_after_a_restart_is_recognised_as_already_published() {
     assert_eq!(again.idempotency_key, published.idempotency_key);
     let commits = emu.commits().await;
     assert_eq!(commits.len(), 2);
+    assert!(
+        commits
+            .iter()
+            .all(|c| c["path"].as_str().unwrap().ends_with("/commit/prepared")),
+        "{commits:?}"
+    );
     assert_eq!(
         commits[1]["status"], 422,
         "the server declined the different payload under the used key"
@@ -598,12 +649,13 @@ async fn an_exhausted_budget_fails_with_every_attempt_identical() {
             ladder: retry,
             layout: Default::default(),
             dead_letter_table: None,
+            partition_fence: true,
         },
     )
     .await
     .unwrap();
     p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
-    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "status", "status": 503, "retry_after": "0", "count": 0}))
+    emu.fault(json!({"method": "POST", "path": "/prepared$", "action": "status", "status": 503, "retry_after": "0", "count": 0}))
         .await;
     let err = p
         .publish("flush-busy", &[batch(&[1], &[1])], &ranges(0, 0))
@@ -620,7 +672,8 @@ async fn an_exhausted_budget_fails_with_every_attempt_identical() {
     let commits = emu.commits().await;
     assert_eq!(commits.len(), 3);
     assert!(commits.iter().all(|c| c["body"] == commits[0]["body"]));
-    assert_eq!(p.orphans().get("retries_exhausted"), 1);
+    // The data file and the partition's offsets file.
+    assert_eq!(p.orphans().get("retries_exhausted"), 2);
     assert_eq!(emu.data_snapshots().await, 0);
 }
 
@@ -632,7 +685,7 @@ async fn an_expired_read_snapshot_re_prepares_from_a_fresh_read() {
     let emu = Emulator::start();
     let mut p = publisher(&emu, &s3, &bucket).await;
     let table = p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
-    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "delay", "delay_ms": 1000, "count": 1}))
+    emu.fault(json!({"method": "POST", "path": "/prepared$", "action": "delay", "delay_ms": 1000, "count": 1}))
         .await;
     let task = tokio::spawn(async move {
         let receipt = p
@@ -670,7 +723,8 @@ async fn an_expired_read_snapshot_re_prepares_from_a_fresh_read() {
     assert_eq!(commits[0]["status"], 410);
     assert_eq!(commits[1]["status"], 200);
     assert!(commits[1]["body"]["read_snapshot"].as_i64().unwrap() >= head);
-    assert_eq!(p.orphans().get("read_snapshot_expired"), 1);
+    // The data file and the partition's offsets file.
+    assert_eq!(p.orphans().get("read_snapshot_expired"), 2);
     assert_eq!(emu.data_snapshots().await, 1);
 }
 
@@ -691,13 +745,14 @@ async fn a_client_timeout_while_the_server_commits_still_publishes_once() {
             ladder: fast_retry(),
             layout: Default::default(),
             dead_letter_table: None,
+            partition_fence: true,
         },
     )
     .await
     .unwrap();
     p.bootstrap(&batch(&[1], &[1]).schema()).await.unwrap();
     // The first commit is served (and applied) only after the client gave up.
-    emu.fault(json!({"method": "POST", "path": "/commit/prepared$", "action": "delay", "delay_ms": 1200, "count": 1}))
+    emu.fault(json!({"method": "POST", "path": "/prepared$", "action": "delay", "delay_ms": 1200, "count": 1}))
         .await;
     let receipt = p
         .publish("flush-slow", &[batch(&[1, 2], &[1, 1])], &ranges(0, 1))
@@ -737,6 +792,7 @@ async fn connect_refuses_a_data_path_whose_bucket_does_not_exist() {
             ladder: fast_retry(),
             layout: Default::default(),
             dead_letter_table: None,
+            partition_fence: true,
         },
     )
     .await
@@ -793,7 +849,10 @@ async fn dead_letters_land_in_their_table_in_the_same_commit() {
         .iter()
         .map(|a| a["table"].as_str().unwrap())
         .collect();
-    assert_eq!(appended, [TABLE, "events_dead_letters"]);
+    assert_eq!(
+        appended,
+        [TABLE, "events_dead_letters", "_millpond_offsets_events_0"]
+    );
     let dl = format!("{TABLE}_dead_letters");
     let files = p.catalog().list_files(NS, &dl, None).await.unwrap();
     assert_eq!(files.len(), 1);
@@ -826,7 +885,7 @@ async fn dead_letters_land_in_their_table_in_the_same_commit() {
         )
         .await
         .unwrap();
-    assert_eq!(again.outcome, Outcome::AlreadyPublished);
+    assert_eq!(again.outcome, Outcome::AlreadyRecorded);
     let files = p.catalog().list_files(NS, &dl, None).await.unwrap();
     assert_eq!(files.iter().map(|f| f.record_count).sum::<u64>(), 3);
 }

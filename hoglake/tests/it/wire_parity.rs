@@ -166,6 +166,7 @@ fn files_path_payload_is_reproduced_exactly() {
             expected_table_uuid: Some(events.table_uuid.clone()),
             files: vec![registration],
         }],
+        deletes: Vec::new(),
         author: None,
         message: None,
     };
@@ -409,6 +410,7 @@ fn prepared_partitioned_payload_matches_pyhoglake() {
             expected_table_uuid: Some(parts.table_uuid.clone()),
             files: vec![registration],
         }],
+        deletes: Vec::new(),
         author: None,
         message: None,
     };

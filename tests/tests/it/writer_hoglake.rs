@@ -39,27 +39,33 @@ async fn hoglake_writer_publishes_flushes_once_and_acks_a_resend_already_recorde
     assert_eq!(ack.rows_written, 7);
     assert_eq!(lake.record_counts().await, vec![7, 15]);
 
-    // The first flush again, as ingest resends it after a lost ack: same
-    // offset ranges, a new payload; nothing is registered twice.
-    let again = put(&mut c, &first, first_batches()).await.unwrap();
+    // The last flush again, as ingest resends it after a lost ack: the
+    // offsets tables end at exactly its ranges, so nothing is sent on.
+    let again = put(&mut c, &second, vec![with_coordinates(rows(15, 7), 0, 10)])
+        .await
+        .unwrap();
     assert_eq!(again.outcome(), AckOutcome::AlreadyRecorded);
     assert_eq!(again.rows_written, 0);
     assert_eq!(lake.record_counts().await, vec![7, 15]);
+    // An earlier flush again reaches below what its partition recorded
+    // last: refused as an overlap (ingest proves the recorded offsets
+    // against Kafka and sends only the rest), never published twice.
+    let overlap = put(&mut c, &first, first_batches()).await.unwrap_err();
+    assert_eq!(overlap.code(), tonic::Code::FailedPrecondition, "{overlap}");
+    assert!(overlap.message().contains("up to 16"), "{overlap}");
+    assert_eq!(lake.record_counts().await, vec![7, 15]);
 
-    // The catalog has no offsets API: nothing to report, by design.
-    assert!(recorded(&mut c, "events").await.is_empty());
+    // What the offsets tables hold: each partition's last range.
+    assert_eq!(
+        recorded(&mut c, "events").await,
+        vec![r(0, 10, 16), r(1, 0, 4)]
+    );
 
     let metric = |name: &str, labels: &[(&str, &str)]| w.metric(name, labels);
     assert_eq!(metric("millpond_records_written_total", &[]), 22.0);
     assert_eq!(metric("millpond_flushes_already_recorded_total", &[]), 1.0);
-    // The resend's rebuilt upload was never registered: counted, by reason.
-    assert_eq!(
-        metric(
-            "millpond_hoglake_orphaned_files_total",
-            &[("reason", "already_published")]
-        ),
-        1.0
-    );
+    // Nothing was uploaded for the resend or the overlap.
+    assert_eq!(metric("millpond_hoglake_orphaned_files_total", &[]), 0.0);
     assert_eq!(
         metric(
             "millpond_errors_total",
@@ -222,7 +228,7 @@ async fn every_409_counts_once_on_hoglake_commit_contention() {
     let lake = Hoglake::start();
     let w = Writer::start_env(&lake.writer_env(), lake.dir.path(), &[]);
     lake.emulator.fault(serde_json::json!({
-        "method": "POST", "path": "/commit/prepared$", "action": "status",
+        "method": "POST", "path": "/prepared$", "action": "status",
         "status": 409, "count": 3
     }));
     let mut c = client(&w.addr).await;

@@ -104,7 +104,7 @@ async fn gives_up_within_the_deadline(
 async fn an_always_409_catalog_is_given_up_within_the_deadline() {
     let (lake, commits, _) = gives_up_within_the_deadline(
         json!({
-            "method": "POST", "path": "/commit/prepared$", "action": "status",
+            "method": "POST", "path": "/prepared$", "action": "status",
             "status": 409, "count": 0
         }),
         Says {
@@ -128,7 +128,7 @@ async fn an_always_409_catalog_is_given_up_within_the_deadline() {
 async fn an_always_503_commit_with_a_long_retry_after_is_not_waited_for() {
     let (lake, commits, _) = gives_up_within_the_deadline(
         json!({
-            "method": "POST", "path": "/commit/prepared$", "action": "status",
+            "method": "POST", "path": "/prepared$", "action": "status",
             "status": 503, "retry_after": "3600", "count": 0
         }),
         AT_THE_DEADLINE,

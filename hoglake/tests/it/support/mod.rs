@@ -34,13 +34,18 @@ pub struct Emulator {
 
 impl Emulator {
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// An emulator started with more flags.
+    pub fn start_with(flags: &[&str]) -> Self {
         let script = format!(
             "{}{}",
             std::env::var("CARGO_MANIFEST_DIR")
                 .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
             "/../tests/hoglake-emulator/hoglake_emulator.py"
         );
-        let (child, root) = launch::launch(&script);
+        let (child, root) = launch::launch_with(&script, flags);
         Self {
             child,
             root,
@@ -96,7 +101,7 @@ impl Emulator {
     }
 
     pub async fn commits(&self) -> Vec<Value> {
-        self.requests("/commit/prepared$").await
+        self.requests("/prepared$").await
     }
 
     /// How many snapshots carry a `data_appended` change.
@@ -183,22 +188,43 @@ pub async fn publisher_with(
     bucket: &str,
     layout: Layout,
 ) -> Publisher {
+    publisher_fenced(emu, s3, bucket, layout, true).await
+}
+
+/// A publisher with HOGLAKE_PARTITION_FENCE = `partition_fence`.
+pub async fn publisher_fenced(
+    emu: &Emulator,
+    s3: &S3Config,
+    bucket: &str,
+    layout: Layout,
+    partition_fence: bool,
+) -> Publisher {
     let client = CatalogClient::new(&emu.root, CATALOG, DEFAULT_REQUEST_TIMEOUT).unwrap();
-    let data_path = format!("s3://{bucket}/hoglake-it/{}", uuid::Uuid::new_v4());
     Publisher::connect(
         client,
-        PublisherConfig {
-            namespace: NS.into(),
-            table: TABLE.into(),
-            create_data_path: Some(data_path),
-            s3: s3.clone(),
-            ladder: fast_retry(),
-            layout,
-            dead_letter_table: Some(format!("{TABLE}_dead_letters")),
-        },
+        publisher_config(s3, bucket, layout, partition_fence),
     )
     .await
     .expect("connect")
+}
+
+/// The tests' publisher settings, on a fresh data path.
+pub fn publisher_config(
+    s3: &S3Config,
+    bucket: &str,
+    layout: Layout,
+    partition_fence: bool,
+) -> PublisherConfig {
+    PublisherConfig {
+        namespace: NS.into(),
+        table: TABLE.into(),
+        create_data_path: Some(format!("s3://{bucket}/hoglake-it/{}", uuid::Uuid::new_v4())),
+        s3: s3.clone(),
+        ladder: fast_retry(),
+        layout,
+        dead_letter_table: Some(format!("{TABLE}_dead_letters")),
+        partition_fence,
+    }
 }
 
 pub fn batch(ids: &[i64], teams: &[i64]) -> RecordBatch {

@@ -4,8 +4,8 @@
 use millpond_proto::AckOutcome;
 
 use super::lake::Lake;
-use super::offsets::{coverage, Coverage};
 use crate::sink::{Durable, Flush, Receipt, SinkError, SinkErrorKind};
+use millpond_proto::coverage::{coverage, Coverage};
 
 /// `Some` when the lake already holds the flush's ranges (a resend):
 /// the receipt that acknowledges it without writing. A flush that

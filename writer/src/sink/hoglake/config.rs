@@ -49,6 +49,11 @@ pub struct HoglakeConfig {
     /// HOGLAKE_DEAD_LETTER_TABLE (default `<table>_dead_letters`, `off`
     /// to count and discard dead letters instead).
     pub dead_letter_table: Option<String>,
+    /// HOGLAKE_PARTITION_FENCE (default on): every commit is guarded by the
+    /// offsets tables of its Kafka partitions, so two owners of a partition
+    /// (a replica-count change, a stuck old pod) never publish an offset
+    /// twice. Needs a server with `idempotent-mutation-v1`.
+    pub partition_fence: bool,
 }
 
 /// Empty or whitespace-only counts as unset (a chart renders `""` for an
@@ -172,6 +177,7 @@ impl HoglakeConfig {
         let sort_by = millpond_shared::config::sort_by(r);
         let dead_letter_table =
             dead_letters::table_setting(r, "HOGLAKE_DEAD_LETTER_TABLE", table.as_deref(), &[]);
+        let partition_fence = r.bool_opt("HOGLAKE_PARTITION_FENCE").unwrap_or(true);
         Some(HoglakeConfig {
             url: url?,
             catalog: catalog?,
@@ -188,6 +194,7 @@ impl HoglakeConfig {
                 sort_by,
             },
             dead_letter_table: dead_letter_table?,
+            partition_fence,
         })
     }
 

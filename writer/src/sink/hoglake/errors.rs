@@ -13,6 +13,7 @@ use crate::sink::{SinkError, SinkErrorKind, SinkId};
 pub fn kind_of(e: &PublishError) -> SinkErrorKind {
     let class = match e {
         PublishError::DeadlineSpent { .. } => return SinkErrorKind::Deadline,
+        PublishError::Overlap(_) => return SinkErrorKind::Overlap,
         PublishError::Exhausted { last, .. } => last.class(),
         other => other.class(),
     };

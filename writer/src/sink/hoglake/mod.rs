@@ -13,13 +13,15 @@
 //! budget): resolving the table, the publish and the writer's contention
 //! ladder all stop at it, and every request is cut at it.
 //!
-//! Idempotency: every commit carries a key derived from the table
-//! incarnation and the flush's complete offset ranges. A resent flush
-//! (same ranges) builds a new payload under the same key; the catalog
-//! refuses it with 422 while the first commit's receipt exists, and the
-//! publisher reads that receipt and reports the flush as already published:
-//! it is acknowledged `AlreadyRecorded` with zero rows and nothing is
-//! written twice.
+//! Exactly once (HOGLAKE_PARTITION_FENCE, on by default): each commit
+//! appends the flush's ranges to the offsets table of each of its Kafka
+//! partitions and is refused when any of those tables changed since the
+//! heads were checked (`millpond_hoglake::publish` "offsets"). A resend of
+//! the recorded ranges is acknowledged `AlreadyRecorded` with zero rows; a
+//! flush reaching into recorded offsets otherwise is refused as an overlap,
+//! and ingest sends only the rest. Every commit also carries a key derived
+//! from the table incarnation and the flush's ranges: an identical resend
+//! is answered from the server's receipt.
 use std::time::Instant;
 
 use millpond_hoglake::catalog::CatalogClient;
@@ -97,6 +99,7 @@ impl HoglakeSink {
             ladder: cfg.ladder(),
             layout: cfg.layout.clone(),
             dead_letter_table: cfg.dead_letter_table.clone(),
+            partition_fence: cfg.partition_fence,
         };
         Publisher::connect(client, config)
             .await
@@ -221,6 +224,10 @@ impl Sink for HoglakeSink {
                 tracing::info!(flush_id = %flush.id, "flush already published to hoglake; acknowledging without writing");
                 (AckOutcome::AlreadyRecorded, 0)
             }
+            Outcome::AlreadyRecorded => {
+                metrics.flushes_already_recorded.inc();
+                (AckOutcome::AlreadyRecorded, 0)
+            }
         };
         tracing::debug!(flush_id = %flush.id, rows, files = receipt.files, dead_letters = receipt.dead_letters,
             attempts = receipt.attempts, snapshot_id = ?receipt.snapshot_id,
@@ -232,7 +239,7 @@ impl Sink for HoglakeSink {
             table,
             snapshot_id: receipt.snapshot_id,
             recorded: flush.ranges.clone(),
-            recorded_by_another_flush: false,
+            recorded_by_another_flush: receipt.recorded_by_another_flush,
         }))
     }
 
@@ -242,16 +249,21 @@ impl Sink for HoglakeSink {
         }
     }
 
-    /// Always empty: the hoglake catalog has no offsets API (hoglake-api.md
-    /// lists catalogs, tables, files, commits and receipts, nothing keyed by
-    /// Kafka partition), so the sink cannot say which offsets the table holds.
-    /// Resends are still safe: a commit's idempotency key is derived from the
-    /// table incarnation and the flush's offset ranges, and a resent flush
-    /// under a key with a receipt is acknowledged `AlreadyRecorded` without
-    /// writing (section 7.4; within the server's receipt retention, 7 days by
-    /// default). Ingest therefore resumes from its Kafka committed offsets.
-    fn recorded_offsets(&mut self, _topic: &str) -> Result<Vec<OffsetRange>, SinkError> {
-        Ok(Vec::new())
+    /// The range each partition of `topic` recorded last in its offsets
+    /// table (the partition fence); empty with HOGLAKE_PARTITION_FENCE off,
+    /// when ingest resumes from its Kafka committed offsets alone.
+    fn recorded_offsets(&mut self, topic: &str) -> Result<Vec<OffsetRange>, SinkError> {
+        if !self.cfg.partition_fence {
+            return Ok(Vec::new());
+        }
+        if self.publisher.is_none() {
+            let cfg = self.cfg.clone();
+            self.publisher = Some(self.runtime.block_on(Self::open(&cfg))?);
+        }
+        let publisher = self.publisher.as_ref().expect("opened above");
+        self.runtime
+            .block_on(publisher.recorded_offsets(topic))
+            .map_err(|e| sink_error(&self.cfg, &e))
     }
 
     fn name(&self) -> &'static str {
