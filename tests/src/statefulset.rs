@@ -20,9 +20,37 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use std::path::Path;
+
+use crate::hoglake::Hoglake;
 use crate::ingest::{Ingest, IngestOpts};
 use crate::lake::Lake;
 use crate::writer::Writer;
+
+/// Where a set's pods write: the writer's sink settings, and the folder
+/// both processes log into.
+pub struct Destination<'a> {
+    pub sink_env: Vec<(String, String)>,
+    pub log_dir: &'a Path,
+}
+
+impl<'a> From<&'a Lake> for Destination<'a> {
+    fn from(lake: &'a Lake) -> Self {
+        Destination {
+            sink_env: lake.env.clone(),
+            log_dir: lake.dir.path(),
+        }
+    }
+}
+
+impl<'a> From<&'a Hoglake> for Destination<'a> {
+    fn from(lake: &'a Hoglake) -> Self {
+        Destination {
+            sink_env: lake.writer_env(),
+            log_dir: lake.dir.path(),
+        }
+    }
+}
 
 /// `terminationGracePeriodSeconds` in the chart.
 pub const GRACE: Duration = Duration::from_secs(120);
@@ -128,7 +156,7 @@ impl Pod {
 
 /// One pipeline's pods on one lake and topic.
 pub struct StatefulSet<'a> {
-    lake: &'a Lake,
+    destination: Destination<'a>,
     bootstrap: String,
     topic: String,
     /// Settings of both containers of every pod, on top of the chart's.
@@ -147,14 +175,14 @@ pub struct StatefulSet<'a> {
 impl<'a> StatefulSet<'a> {
     /// Creates the set and waits until its pods are Ready.
     pub fn create(
-        lake: &'a Lake,
+        destination: impl Into<Destination<'a>>,
         bootstrap: &str,
         topic: &str,
         env: &[(&str, &str)],
         spec: Spec,
     ) -> Self {
         let mut set = StatefulSet {
-            lake,
+            destination: destination.into(),
             bootstrap: bootstrap.to_owned(),
             topic: topic.to_owned(),
             env: env
@@ -289,7 +317,11 @@ impl<'a> StatefulSet<'a> {
             .chain(&grace)
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let writer = Writer::start_with(self.lake, &writer_env);
+        let writer = Writer::start_env(
+            &self.destination.sink_env,
+            self.destination.log_dir,
+            &writer_env,
+        );
         let mut extra: Vec<(&str, String)> = common
             .iter()
             .map(|(k, v)| (k.as_str(), v.clone()))
@@ -306,7 +338,7 @@ impl<'a> StatefulSet<'a> {
                 ordinal,
                 extra,
             },
-            self.lake.dir.path(),
+            self.destination.log_dir,
         );
         self.event(format!(
             "created {name} rev {revision} REPLICA_COUNT={}",
