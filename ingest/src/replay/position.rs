@@ -74,7 +74,7 @@ impl Position {
         let lake = match self.recorded_last {
             Some(last) => format!("the lake recorded offsets up to {last}"),
             None => {
-                "the lake recorded no offsets for it (a hoglake writer never reports any)".into()
+                "the lake recorded no offsets for it (a hoglake writer with HOGLAKE_PARTITION_FENCE=false reports none)".into()
             }
         };
         match self.log_start {
