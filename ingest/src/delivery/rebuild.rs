@@ -173,7 +173,7 @@ impl Delivery {
             let topic = self.cfg.kafka.topic.clone();
             let recorded = self.rt.block_on(
                 self.writer
-                    .recorded_offsets(&topic, left(until).min(OVERLAP_READ_DEADLINE)),
+                    .recorded_offsets_delivering(&topic, left(until).min(OVERLAP_READ_DEADLINE)),
             )?;
             let skip: HashMap<i32, i64> = want
                 .ranges

@@ -245,11 +245,33 @@ impl WriterClient {
         .await
     }
 
-    /// Offsets the lake recorded per partition; waits for the writer.
+    /// Offsets the lake recorded per partition; waits for the writer, and
+    /// ends at the stop (nothing consumed depends on it).
     pub async fn recorded_offsets(
         &mut self,
         topic: &str,
         deadline: Duration,
+    ) -> Result<Vec<OffsetRange>, SendError> {
+        self.read_recorded(topic, deadline, AfterStop::Ends).await
+    }
+
+    /// [`Self::recorded_offsets`] while delivering a flush the writer
+    /// refused as overlapping them (the final flush of a pod whose
+    /// partition a new owner took over): it may go on until
+    /// [`SHUTDOWN_GRACE`] after the stop, as the flush's send may.
+    pub async fn recorded_offsets_delivering(
+        &mut self,
+        topic: &str,
+        deadline: Duration,
+    ) -> Result<Vec<OffsetRange>, SendError> {
+        self.read_recorded(topic, deadline, AfterStop::Grace).await
+    }
+
+    async fn read_recorded(
+        &mut self,
+        topic: &str,
+        deadline: Duration,
+        after: AfterStop,
     ) -> Result<Vec<OffsetRange>, SendError> {
         let lake_name = match &self.lake_topic {
             Some(t) => t.lake_name(topic),
@@ -261,7 +283,7 @@ impl WriterClient {
         .encode_to_vec();
         let lake_topic = self.lake_topic.clone();
         let ranges = self
-            .retrying(deadline, AfterStop::Ends, "recorded-offsets", |mut c| {
+            .retrying(deadline, after, "recorded-offsets", |mut c| {
                 let body = body.clone();
                 async move {
                     let stream = match c
