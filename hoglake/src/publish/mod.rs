@@ -10,11 +10,17 @@
 //! 2. conform the batches to the table's file schema, stamp `_inserted_at`
 //!    (one instant per flush, kept across re-prepares), split by partition
 //!    tuple under the live spec, write one parquet file per tuple;
-//! 3. upload every file (one PutObject each, concurrently) under the key
-//!    prefix, and build ONE prepared commit: `idempotency_key` (derived from
-//!    the incarnation and the complete offset ranges, [`idempotency_key`]),
-//!    `read_snapshot`, `expected_table_uuid`;
-//! 4. send it; on a retryable failure wait on the ladder
+//! 3. with the partition fence on ([`PublisherConfig::partition_fence`],
+//!    module `offsets`): check the flush's ranges against what each of its
+//!    partitions' offsets tables recorded last (a resend is acknowledged
+//!    here, an overlap refused), and add each partition's offsets row and
+//!    an empty delete group guarding its table;
+//! 4. upload every file (one PutObject each, concurrently) under the key
+//!    prefix, and build ONE prepared commit (`…/commit/mutations/prepared`
+//!    with the fence, `…/commit/prepared` without): `idempotency_key`
+//!    (derived from the incarnation and the complete offset ranges,
+//!    [`idempotency_key`]), `read_snapshot`, `expected_table_uuid`;
+//! 5. send it; on a retryable failure wait on the ladder
 //!    ([`PublisherConfig::ladder`], run by [`Ladder::retry_until`])
 //!    and re-send the byte-identical payload; on `ddl_since_read_snapshot`,
 //!    `table_recreated`, `table_dropped`, `commit_conflict` or 410 drop the
