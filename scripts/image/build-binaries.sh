@@ -15,12 +15,11 @@
 # build scripts/test.sh tests less its `failpoints` features, which only the
 # workspace's own crates see: their dependencies are the tested ones,
 # compiled once. The hoglake-only writer is built into the same target
-# directory, so cargo compiles only the crates whose features differ
-# (scripts/check-features.sh keeps them few); its millpond-writer is
-# installed before the workspace build puts the default one back in
-# $CARGO_TARGET_DIR/release. Linking needs DuckDB's library
-# (scripts/setup-duckdb.sh, which checks its download with the venv's
-# Python: scripts/setup-python.sh first).
+# directory, so cargo compiles only millpond-writer again
+# (scripts/check-features.sh keeps the crates it shares resolved alike); its
+# binary is installed before the workspace build puts the default one back
+# in $CARGO_TARGET_DIR/release. Linking needs DuckDB's library
+# (scripts/setup-duckdb.sh).
 #
 # Usage: build-binaries.sh <stage-root>
 set -euo pipefail
@@ -31,7 +30,6 @@ cd "$MILLPOND_ROOT"
 root=${1:-}
 [ -n "$root" ] && [ $# -eq 1 ] || millpond_die "usage: build-binaries.sh <stage-root>"
 
-bash scripts/setup-python.sh
 bash scripts/setup-duckdb.sh
 
 install_bins() {
