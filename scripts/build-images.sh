@@ -4,13 +4,16 @@
 # inside the built image (scripts/image/check-built.sh). Part of
 # scripts/test.sh. Prints each image's size and the disk its storage uses.
 #
-# The base images come from Debian's packages (scripts/image/buildah.sh).
-# The build stage gets this machine's paths as build arguments and mounts
-# its cargo target directory and registry there, so cargo finds the
-# artifacts of the workspace build fresh and a warm run compiles nothing
-# (the hoglake writer builds into $CARGO_TARGET_DIR/hoglake-writer).
-# Intermediate images are removed at the end; the bases and the three
-# images stay (localhost/millpond-<image>).
+# Nothing is compiled inside an image build: the binaries are built here, on
+# this machine (scripts/image/build-binaries.sh: `cargo build --workspace
+# --bins`, which test.sh's build then extends with the failpoints, and the
+# hoglake-only writer, both in $CARGO_TARGET_DIR), staged with
+# scripts/image/stage.sh, and handed to the Dockerfile as its `prebuilt`
+# binaries (--build-context staged=...). So the host must be what the
+# runtime base is, Debian bookworm; the checks run every binary inside its
+# image. The runtime base image comes from Debian's packages
+# (scripts/image/buildah.sh). Intermediate images are removed at the end;
+# the base and the three images stay (localhost/millpond-<image>).
 #
 # Needs root (buildah's chroot isolation) and the packages of
 # scripts/setup-system.sh. Set MILLPOND_IMAGES_HOME to move the storage.
@@ -28,9 +31,8 @@ t0=$SECONDS
 # `runtime` too: the size limits count from the runtime base.
 TARGETS=(ingest writer-ducklake writer-hoglake runtime)
 buildah_setup
-# The previous run's images and cached layers go: the build stage mounts the
-# sources, which a layer cache does not see change. build-base (the build
-# stage's packages, keyed by the install script it copies) stays.
+# The previous run's images and cached layers go: the runtime stage's RUN
+# mounts its install script, which a layer cache does not see change.
 bh rm --all >/dev/null
 for target in "${TARGETS[@]}"; do
     bh rmi "localhost/millpond-$target" >/dev/null 2>&1 || true
@@ -38,19 +40,19 @@ done
 bh rmi --prune >/dev/null 2>&1 || true
 ensure_base_images
 
-cargo_home=${CARGO_HOME:-$HOME/.cargo}
-mkdir -p "$CARGO_TARGET_DIR" "$cargo_home/registry"
+stage=$MILLPOND_IMAGES_HOME/stage
+rm -rf "$stage"
+t=$SECONDS
+bash scripts/image/build-binaries.sh "$stage"
+bash scripts/image/stage.sh "$stage"
+echo "images: binaries built and staged in $stage in $((SECONDS - t)) s" >&2
+
 # --format docker: an OCI image has no HEALTHCHECK.
 bud_args=(--pull=never --isolation chroot --layers --format docker -f deploy/docker/Dockerfile
-    --build-arg "MILLPOND_SRC=$MILLPOND_ROOT"
-    --build-arg "CARGO_TARGET_DIR=$CARGO_TARGET_DIR"
-    --build-arg "MILLPOND_CARGO_HOME=$cargo_home"
-    --build-arg "DUCKDB_LIB_DIR=$DUCKDB_LIB_DIR"
-    -v "$CARGO_TARGET_DIR:$CARGO_TARGET_DIR"
-    -v "$cargo_home/registry:$cargo_home/registry")
+    --build-arg BINARIES=prebuilt --build-context "staged=$stage")
 logs=$MILLPOND_IMAGES_HOME/logs
 mkdir -p "$logs"
-for target in build-base "${TARGETS[@]}"; do
+for target in "${TARGETS[@]}"; do
     t=$SECONDS
     log=$logs/$target.log
     echo "images: buildah bud --target $target -t localhost/millpond-$target (log: $log)" >&2
@@ -58,7 +60,6 @@ for target in build-base "${TARGETS[@]}"; do
         tail -n 60 "$log" >&2
         millpond_die "buildah bud --target $target failed (deploy/docker/Dockerfile; full log: $log)"
     fi
-    grep -E '^STEP [0-9]+/[0-9]+: (FROM|RUN)|Finished .release|^build-binaries: cargo' "$log" | sed 's/^/    /' >&2 || true
     echo "images: built localhost/millpond-$target in $((SECONDS - t)) s" >&2
 done
 

@@ -24,15 +24,36 @@ dir=${DEMO_DIR:-$MILLPOND_STATE/demo}
 topic=${KAFKA_TOPIC:-events}
 t0=$SECONDS
 
-bash scripts/setup-system.sh
-bash scripts/setup-python.sh
-bash scripts/setup-duckdb.sh
-bash scripts/setup-extensions.sh
-echo "==> building (release; a few minutes the first time)" >&2
-cargo build --release -p millpond-writer -p millpond-ingest --bins
-bin=$CARGO_TARGET_DIR/release
-
+# Where the time goes: each phase's seconds, printed at the end.
+times=()
+timed() {
+    local name=$1 t=$SECONDS
+    shift
+    "$@"
+    times+=("$name $((SECONDS - t)) s")
+}
+timed setup-system bash scripts/setup-system.sh
+timed setup-duckdb bash scripts/setup-duckdb.sh
 rm -rf "$dir" && mkdir -p "$dir"
+# The Python venv (the lake's reader) and DuckDB's extensions download while
+# cargo compiles; the demo waits for them after the build.
+(bash scripts/setup-python.sh && bash scripts/setup-extensions.sh) >"$dir/setup.log" 2>&1 &
+setup_pid=$!
+# Only the binaries this demo runs, resolved as the whole workspace is
+# (`--workspace`), so that scripts/test.sh later finds every crate they
+# share already compiled.
+if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ] || [ "${DEMO_BROKER:-mock}" = nisshi ]; then
+    broker_bin=millpond-sample-events
+else
+    broker_bin=millpond-mock-broker
+fi
+echo "==> building (release; a few minutes the first time)" >&2
+timed build cargo build --release --workspace --bin millpond-writer --bin millpond-ingest --bin "$broker_bin"
+bin=$CARGO_TARGET_DIR/release
+t=$SECONDS
+wait "$setup_pid" || { cat "$dir/setup.log" >&2; millpond_die "setting up the venv or the extensions failed"; }
+times+=("venv and extensions (beside the build) then $((SECONDS - t)) s more")
+
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
@@ -47,6 +68,7 @@ wait_for() {
     done
 }
 
+tb=$SECONDS
 if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
     bootstrap=$KAFKA_BOOTSTRAP_SERVERS
     echo "==> using the broker at $bootstrap, topic $topic" >&2
@@ -54,7 +76,7 @@ if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
         "$bin/millpond-sample-events" --bootstrap "$bootstrap" --topic "$topic" --count "$events"
     fi
 elif [ "${DEMO_BROKER:-mock}" = nisshi ]; then
-    bash scripts/setup-nisshi.sh
+    timed setup-nisshi bash scripts/setup-nisshi.sh
     nisshi=${CARGO_HOME:-$HOME/.cargo}/bin/nisshi
     port=${DEMO_KAFKA_PORT:-19092}
     echo "==> nisshi broker on 127.0.0.1:$port (sqlite storage in $dir/broker)" >&2
@@ -76,6 +98,7 @@ else
         millpond_die "mock broker did not start: $(tail -20 "$dir/broker.log")"
     bootstrap=$(sed -n 's/^BOOTSTRAP=//p' "$dir/broker.out")
 fi
+times+=("broker and events $((SECONDS - tb)) s")
 
 export DUCKLAKE_TABLE=events MILLPOND_LAKE_DIR=$dir/lake MILLPOND_LOG_FORMAT=text
 export MILLPOND_WRITER_ADDR=127.0.0.1:${DEMO_WRITER_PORT:-50051}
@@ -105,6 +128,7 @@ until [ "$(metric millpond_last_committed_offset)" -ge "$events" ] 2>/dev/null; 
     echo "    $((SECONDS - start)) s: $(live_rows) rows in the lake, $(metric millpond_last_committed_offset) offsets committed" >&2
     sleep 2
 done
+times+=("pipeline $((SECONDS - start)) s")
 echo "==> all $events events committed after $((SECONDS - start)) s ($((SECONDS - t0)) s since the demo started); stopping (SIGTERM)" >&2
 kill -TERM "$ingest"; wait "$ingest"
 kill -TERM "$writer"; wait "$writer"
@@ -115,3 +139,7 @@ MILLPOND_LAKE_DIR=$dir/lake scripts/query-lake.sh \
     "SELECT event, count(*) AS n, count(DISTINCT team_id) AS teams FROM events GROUP BY 1 ORDER BY 2 DESC" \
     "SELECT kafka_partition, max(last_offset) AS last_offset FROM _millpond_offsets GROUP BY 1 ORDER BY 1"
 echo "demo done: lake in $dir/lake, logs in $dir" >&2
+(
+    IFS=,
+    echo "demo: $((SECONDS - t0)) s in all; ${times[*]}" | sed 's/,/, /g' >&2
+)

@@ -6,7 +6,8 @@
 # It comes from the npm package @duckdb/node-bindings-linux-<arch>, fetched
 # with `npm pack` and checked against the sha512 integrity pinned below and
 # against the one the registry publishes. Idempotent: a library already in
-# place with the same pinned integrity is kept.
+# place with the same pinned integrity is kept. Needs npm and python3 (the
+# system's: only its standard library, so no venv has to come first).
 #
 # The opt-in cargo feature `bundled` compiles DuckDB from source instead
 # (about 25 min on 2 cores) for platforms without a prebuilt library.
@@ -33,6 +34,7 @@ if [ -s "$dest/libduckdb.so" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$integrity"
     exit 0
 fi
 command -v npm >/dev/null || millpond_die "npm not found; run scripts/setup-system.sh"
+command -v python3 >/dev/null || millpond_die "python3 not found; run scripts/setup-system.sh"
 
 mkdir -p "$dest"
 tmp=$(mktemp -d "$dest/.tmp.XXXXXX")
@@ -46,11 +48,11 @@ published=$(cd "$tmp" && npm view "$pkg@$npm_version" dist.integrity 2>"$tmp/npm
     { cat "$tmp/npm.log" >&2; millpond_die "npm pack $pkg@$npm_version failed"; }
 tarball=$(find "$tmp" -maxdepth 1 -name '*.tgz' | head -n1)
 [ -n "$tarball" ] || millpond_die "npm pack produced no tarball"
-actual=$("$MILLPOND_PYTHON" -c 'import base64, hashlib, sys; print("sha512-" + base64.b64encode(hashlib.sha512(open(sys.argv[1], "rb").read()).digest()).decode())' "$tarball")
+actual=$(python3 -c 'import base64, hashlib, sys; print("sha512-" + base64.b64encode(hashlib.sha512(open(sys.argv[1], "rb").read()).digest()).decode())' "$tarball")
 [ "$actual" = "$integrity" ] || millpond_die "$tarball has integrity $actual, expected $integrity"
 
 tar -xzf "$tarball" -C "$tmp" package/libduckdb.so
-"$MILLPOND_PYTHON" - "$tmp/package/libduckdb.so" "v$MILLPOND_DUCKDB_VERSION" <<'PY' ||
+python3 - "$tmp/package/libduckdb.so" "v$MILLPOND_DUCKDB_VERSION" <<'PY' ||
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 lib.duckdb_library_version.restype = ctypes.c_char_p

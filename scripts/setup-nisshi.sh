@@ -29,9 +29,11 @@ if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "$want" && installed;
     exit 0
 fi
 echo "installing nisshi $want (one-time, several minutes)" >&2
+t0=$SECONDS
 # Its own target dir: nisshi's dependency features must not disturb ours.
 # opt-level 1: a test broker needs no peak speed, and the build is shorter.
 CARGO_TARGET_DIR=$MILLPOND_CACHE/nisshi-target CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
     cargo install nisshi --version "$want" --locked --ignore-rust-version --quiet \
     --no-default-features --features "$features"
 "$bin" --version >/dev/null
+echo "setup-nisshi: nisshi $want installed in $((SECONDS - t0)) s" >&2

@@ -39,9 +39,12 @@ IMAGES=(ingest writer-ducklake writer-hoglake)
 # writer-hoglake 27.7 MB); unstripped they grew to 51.7, 254.3 and 27.9
 # (millpond-lake's maintenance recipes); stripped binaries bring ingest and
 # hoglake under the old figures. writer-ducklake is 200.5 MB of DuckDB
-# (libduckdb 70.5, four extensions 130) plus 42 MB of binaries and files. Raise one
-# deliberately, never just to pass.
-declare -A STAGED_MB=([ingest]=43 [writer-ducklake]=246 [writer-hoglake]=22)
+# (libduckdb 70.5, four extensions 130) plus 42 MB of binaries and files.
+# writer-hoglake 22 -> 23: its binary now shares the workspace build's
+# features of the crates both use (zstd's legacy formats among them: +234 KB,
+# 21.84 -> 22.08 MB stripped) so that it compiles no dependency again (issue
+# 46). Raise one deliberately, never just to pass.
+declare -A STAGED_MB=([ingest]=43 [writer-ducklake]=246 [writer-hoglake]=23)
 EVENTS=200
 
 # The files an image holds under /usr/local and /opt, one a line.
