@@ -236,7 +236,7 @@ hoglake_pipeline() {
         --env REPLICA_COUNT=1 --env POD_NAME=millpond-0 --env MILLPOND_DESTINATION=hoglake --env HOGLAKE_TABLE=events \
         --env FLUSH_INTERVAL_MS=1000 --env "MILLPOND_HTTP_PORT=$(free_port)" --env "MILLPOND_WRITER_ADDR=127.0.0.1:$h_flight"
     published() {
-        curl -fsS "$emulator/_emulator/requests?path=/commit/prepared$" 2>/dev/null | python3 -c '
+        curl -fsS "$emulator/_emulator/requests?path=/prepared$" 2>/dev/null | python3 -c '
 import json, sys
 print(sum(f["record_count"] for c in json.load(sys.stdin) if c.get("status") == 200
           for a in c["body"]["appends"] if a["table"] == "events" for f in a["files"]))' 2>/dev/null || echo 0

@@ -11,8 +11,8 @@
   StatefulSet is one that image's binary reads. The names come from the Rust
   sources (tests/python/rust_env_reads.py), for the cargo features of the
   image, plus the KAFKA_CONSUMER_* passthrough prefix.
-* The scan itself is checked: every variable the README's configuration
-  tables name is one of the binaries reads.
+* The scan itself is checked: every variable the configuration reference
+  lists (shared/src/config/variables.toml) is one of the binaries reads.
 * Each stack is checked as Compose runs it: docker-compose.yml alone, and
   with docker-compose.ssl.yml laid over it (merged as Compose merges files).
   Kafka as ingest reaches it: every bootstrap address is a listener some
@@ -41,6 +41,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -279,14 +280,9 @@ def check_k8s(r: Report, path: Path, reads: dict[str, Reads]) -> None:
 
 
 def documented() -> set[str]:
-    """Full variable names in the first column of the README's configuration tables."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("\n## Configuration", 1)[1].split("\n## ", 1)[0]
-    names = set()
-    for line in section.splitlines():
-        if line.startswith("| `"):
-            names |= {n for n in re.findall(r"`([A-Z][A-Z0-9_]*)`", line.split("|")[1])}
-    return names
+    """Every variable the configuration reference lists (shared/src/config/variables.toml)."""
+    data = tomllib.loads((REPO / "shared/src/config/variables.toml").read_text())
+    return {n for v in data["variable"] for n in v["names"]}
 
 
 def ingest_env(paths: list[Path], certs: Path) -> dict[str, str]:
@@ -331,7 +327,7 @@ def main() -> int:
         for image, rd in reads.items():
             print(f"scan: {image} reads {len(rd.names)} variables, prefixes {sorted(rd.prefixes) or 'none'}")
         missed = sorted(n for n in documented() if not any(rd.reads(n) for rd in reads.values()))
-        r.check(not missed, f"every variable the README documents ({len(documented())}) is found read by the scan"
+        r.check(not missed, f"every variable the configuration reference lists ({len(documented())}) is found read by the scan"
                 + (f"; not found: {', '.join(missed)}" if missed else ""))
         for stack in stacks:
             check_compose(r, stack, reads, certs.resolve())

@@ -8,6 +8,7 @@ mod ingest;
 mod lake;
 pub mod matched;
 pub mod merge;
+pub mod reference;
 mod writer;
 
 pub use include::IncludeMetrics;
@@ -179,6 +180,7 @@ pub(crate) fn register<T: prometheus::core::Collector + Clone + 'static>(
     registry: &Registry,
     metric: T,
 ) -> T {
+    reference::note(&metric);
     registry
         .register(Box::new(metric.clone()))
         .expect("metric registered once");

@@ -20,6 +20,7 @@ mod msk_iam_token;
 mod nisshi_e2e;
 mod pipeline_e2e;
 mod private_outputs;
+mod reference_docs;
 mod replay_tool;
 mod retention;
 mod rollouts;
