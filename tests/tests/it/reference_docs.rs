@@ -11,3 +11,26 @@ fn the_configuration_reference_is_the_code_s() {
         "{out}"
     );
 }
+
+/// Every command the docs' ```sh blocks show names a script, binary,
+/// subcommand, flag, package or feature that exists: checked against the
+/// scripts and the binaries' `--help`, so a renamed flag fails here.
+#[test]
+fn every_command_the_docs_show_exists_as_shown() {
+    let bins = millpond_tests::process::binary("millpond-lake");
+    let out = std::process::Command::new(millpond_tests::required_env("MILLPOND_PYTHON"))
+        .arg(millpond_tests::manifest_path(
+            "/python/check_doc_commands.py",
+        ))
+        .arg("--bin-dir")
+        .arg(bins.parent().unwrap())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(" 0 failed"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("checked 0 commands"), "{stdout}");
+}
