@@ -3,9 +3,9 @@
 
 Every "N times the original" figure is Millpond against this program, run
 by scripts/bench-e2e.sh on the same topic right after Millpond. It does what
-the original (PostHog/millpond, millpond/main.py and the modules it calls;
-the behaviour /work/shared/spec describes) does for each record, in one
-thread, with the same libraries and settings:
+the original (github.com/PostHog/millpond: millpond/main.py and the
+modules it calls) does for each record, in one thread, with the same
+libraries and settings:
 
   consume    confluent-kafka Consumer, every partition assigned explicitly,
              group.id for offset storage only, no auto commit or offset
@@ -44,7 +44,7 @@ thread, with the same libraries and settings:
 Left out, all off the measured path or costs that would only make the model
 slower (so Millpond's ratios against it are if anything understated): the
 Prometheus counters the original bumps per message (labels(partition).inc()
-per record: a few microseconds against the ~40-50 the model spends a
+per record: a few microseconds against the 30-50 the model spends on a
 record) and per flush, its HTTP server and health bookkeeping, structured
 (JSON) logging, config parsing, write retries, the optional coercion,
 filter, sort and partitioning stages, and the hoglake destination.
