@@ -4,25 +4,26 @@
 # binary, however loaded or fast the machine is, so a change to the
 # converter can be measured on a noisy machine where timings are not.
 #
-#   scripts/bench-convert-instructions.sh            # 5,000 gen_events.py events
+#   scripts/bench-convert-instructions.sh            # 5,000 bench/gen_events.py events
 #   BENCH_EVENTS=20000 BENCH_SEED=7 scripts/bench-convert-instructions.sh
 #
 # Prints the instructions per event inside `convert` (JSON → one Arrow
 # batch), split into the scan (pass 1: the object read, unescaping) and the
-# column build (pass 2). BENCH_SHARED_DIR as for scripts/bench-e2e.sh.
+# column build (pass 2). BENCH_INPUTS as for scripts/bench-e2e.sh.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
 . scripts/env.sh
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 
-shared=${BENCH_SHARED_DIR:-$MILLPOND_ROOT/../shared/bench}
 events=${BENCH_EVENTS:-5000}
-[ -f "$shared/gen_events.py" ] || millpond_die "$shared/gen_events.py missing (set BENCH_SHARED_DIR)"
+[ -f "$bench_inputs/gen_events.py" ] || millpond_die "$bench_inputs/gen_events.py missing (BENCH_INPUTS)"
 command -v valgrind >/dev/null || millpond_die "valgrind missing (Debian package valgrind)"
 
 dir=$MILLPOND_STATE/bench-convert
 mkdir -p "$dir"
-python3 "$shared/gen_events.py" --count "$events" --seed "${BENCH_SEED:-42}" \
+python3 "$bench_inputs/gen_events.py" --count "$events" --seed "${BENCH_SEED:-42}" \
     --poison-rate "${BENCH_POISON_RATE:-0.01}" --out "$dir/events.jsonl" >"$dir/gen.json"
 cargo build --release -p millpond-ingest --example convert_file >&2
 valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # End-to-end benchmark: Millpond side by side with the model of the original
 # Python hot path (the performance anchor), on one workload, in one run:
-#   nisshi, memory storage <- gen_events.py: BENCH_EVENTS PostHog-like events
+#   nisshi, memory storage <- bench/gen_events.py: BENCH_EVENTS PostHog-like events
 #     (~1.3 KB; seed 42, 1 % poison: invalid JSON, arrays, scalars, tombstones,
 #     empty values, integers past int64), 4 partitions
 #   1. millpond-ingest (run to latest) + millpond-writer -> embedded DuckLake,
 #      measured by scripts/bench-pipeline.sh
-#   2. py_baseline.py on the same topic, its own group -> its own embedded
-#      DuckLake, under /usr/bin/time -v as run_baseline.sh runs it
+#   2. bench/py_baseline.py (the model) on the same topic, its own group ->
+#      its own embedded DuckLake, under /usr/bin/time -v
 # then checks both lakes against the generator and prints both lines and the
 # ratios (scripts/bench_pipeline.py). Exits non-zero when a check fails.
 #
-# BENCH_SHARED_DIR (gen_events.py, py_baseline.py; default ../shared/bench
-# from the repository), BENCH_EVENTS (200000), BENCH_PARTITIONS (4),
+# BENCH_INPUTS (a directory with another gen_events.py and py_baseline.py
+# to run instead of bench/'s), BENCH_EVENTS (200000), BENCH_PARTITIONS (4),
 # BENCH_SEED (42), BENCH_POISON_RATE (0.01), BENCH_FLUSH_SIZE (104857600),
 # BENCH_EXTRA_ENV (VAR=value pairs for ingest and writer),
 # BENCH_FLUSH_INTERVAL_MS and BENCH_LAKE_OPTIONS (scripts/bench-pipeline.sh:
@@ -75,13 +75,12 @@ if [ -n "${BENCH_JSONL:-}" ]; then
     exit 0
 fi
 
-shared=${BENCH_SHARED_DIR:-$MILLPOND_ROOT/../shared/bench}
 events=${BENCH_EVENTS:-200000}
 partitions=${BENCH_PARTITIONS:-4}
 flush_size=${BENCH_FLUSH_SIZE:-104857600}
 nisshi=${NISSHI:-${CARGO_HOME:-$HOME/.cargo}/bin/nisshi}
 for f in gen_events.py py_baseline.py; do
-    [ -f "$shared/$f" ] || millpond_die "$shared/$f missing (set BENCH_SHARED_DIR)"
+    [ -f "$bench_inputs/$f" ] || millpond_die "$bench_inputs/$f missing (BENCH_INPUTS)"
 done
 [ -x "$nisshi" ] || millpond_die "$nisshi missing: run scripts/setup-nisshi.sh (or set NISSHI)"
 "$MILLPOND_PYTHON" -c 'import orjson, confluent_kafka, pyarrow, duckdb' 2>/dev/null \
@@ -105,12 +104,12 @@ $ready || { tail "$dir/broker.log" >&2; millpond_die "nisshi did not answer on $
 "$nisshi" topic create --broker "tcp://$bootstrap" --partitions "$partitions" events >"$dir/topic.log" 2>&1 \
     || { cat "$dir/topic.log" >&2; millpond_die "topic create failed"; }
 echo "producing $events events to nisshi on $bootstrap ($partitions partitions)" >&2
-"$MILLPOND_PYTHON" "$shared/gen_events.py" --count "$events" --seed "${BENCH_SEED:-42}" \
+"$MILLPOND_PYTHON" "$bench_inputs/gen_events.py" --count "$events" --seed "${BENCH_SEED:-42}" \
     --poison-rate "${BENCH_POISON_RATE:-0.01}" --produce "$bootstrap" --topic events \
     --partitions "$partitions" --stats-out "$dir/gen.json" >"$dir/gen.log" \
     || millpond_die "gen_events.py failed: $(cat "$dir/gen.log")"
 
-echo "workload: $events events from gen_events.py (seed ${BENCH_SEED:-42}, poison rate ${BENCH_POISON_RATE:-0.01}), nisshi memory storage, $partitions partitions, FLUSH_SIZE $flush_size, DuckLake: $lake_kind; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "workload: $events events from $bench_inputs/gen_events.py (seed ${BENCH_SEED:-42}, poison rate ${BENCH_POISON_RATE:-0.01}), nisshi memory storage, $partitions partitions, FLUSH_SIZE $flush_size, DuckLake: $lake_kind; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 failed=0
 for k in $(seq "$runs"); do
     run=$dir group=millpond-bench py_group=py-baseline
@@ -126,12 +125,12 @@ for k in $(seq "$runs"); do
         BENCH_FLUSH_SIZE=$flush_size BENCH_GROUP_ID=$group scripts/bench-pipeline.sh "$bootstrap" events "$events" "$run" \
         || { failed=1; continue; }
 
-    # The model, as run_baseline.sh runs it, on the same broker and topic.
+    # The model on the same broker and topic.
     mkdir -p "$run/py-lake/data"
     broker0=$(bench_cpu "$broker")
     bench_perf_prefix baseline
     FLUSH_SIZE=$flush_size FLUSH_INTERVAL_MS=60000 CONSUME_BATCH_SIZE=1000 "${bench_prefix[@]}" \
-        /usr/bin/time -v -o "$run/baseline.time" "$MILLPOND_PYTHON" "$shared/py_baseline.py" \
+        /usr/bin/time -v -o "$run/baseline.time" "$MILLPOND_PYTHON" "$bench_inputs/py_baseline.py" \
         --bootstrap "$bootstrap" --topic events --group-id "$py_group" \
         --catalog "$run/py-lake/catalog.ducklake" --data-path "$run/py-lake/data/" \
         --ext-dir "$DUCKDB_EXTENSION_DIR" >"$run/baseline.json" 2>"$run/baseline.err" &

@@ -2,6 +2,12 @@
 # What scripts/bench-e2e.sh and scripts/bench-pipeline.sh measure with.
 # Source it after scripts/env.sh.
 
+# The directory holding the benchmark's workload generator (gen_events.py)
+# and its model of the original Python Millpond (py_baseline.py): bench/ in
+# the repository, or BENCH_INPUTS, e.g. to measure another version of either.
+# shellcheck disable=SC2034 # read by the scripts that source this file
+bench_inputs=${BENCH_INPUTS:-$MILLPOND_ROOT/bench}
+
 # CPU seconds of every thread of a live process so far (utime + stime).
 bench_cpu() {
     awk -v t="$(getconf CLK_TCK)" '{printf "%.3f", ($14+$15)/t}' "/proc/$1/stat"

@@ -9,9 +9,9 @@
 # (with the writer images' MALLOC_ARENA_MAX=2) on a DuckLake with a Postgres
 # catalog and data in S3 (scripts/services.sh's Postgres and moto, which must
 # be running; a new database per row) and millpond-ingest, one pod's pair, on
-# a nisshi topic of 4 partitions (memory storage) holding gen_events.py
-# events (../shared/bench: ~1.3 KB PostHog-like events, seed 42, no poison,
-# so every record is a row).
+# a nisshi topic of 4 partitions (memory storage) holding bench/gen_events.py
+# events (~1.3 KB PostHog-like events, seed 42, no poison, so every record
+# is a row; BENCH_INPUTS as for scripts/bench-e2e.sh).
 #   RATE/INTERVAL_S/FLUSH_MIB[/VARIANT] rows (BENCH_SIZING_ROWS):
 #   RATE=N   a producer sends N records/s for 2 x INTERVAL_S + 10 s (at least
 #            45 s) while ingest consumes; then ingest is stopped (SIGTERM, a
@@ -39,10 +39,9 @@ trap 'exit 130' INT TERM
 rows=${BENCH_SIZING_ROWS:-"1000/60/100 10000/150/100 10000/10/256 10000/60/1024 max/60/64 max/60/100 max/60/256 max/60/1024 max/60/256/sort max/60/1024/sort max/60/100/partitioned max/60/256/partitioned max/60/1024/partitioned"}
 preload=${BENCH_SIZING_PRELOAD:-1200000}
 partitions=4
-shared=${BENCH_SHARED_DIR:-$MILLPOND_ROOT/../shared/bench}
 nisshi=${NISSHI:-${CARGO_HOME:-$HOME/.cargo}/bin/nisshi}
 bin=${BENCH_BIN:-$CARGO_TARGET_DIR/release}
-[ -f "$shared/gen_events.py" ] || millpond_die "$shared/gen_events.py missing (set BENCH_SHARED_DIR)"
+[ -f "$bench_inputs/gen_events.py" ] || millpond_die "$bench_inputs/gen_events.py missing (BENCH_INPUTS)"
 [ -x "$nisshi" ] || millpond_die "$nisshi missing: run scripts/setup-nisshi.sh (or set NISSHI)"
 [ -x /usr/bin/time ] || millpond_die "/usr/bin/time missing (apt-get install time)"
 [ -n "${BENCH_BIN:-}" ] || cargo build --release -p millpond-ingest -p millpond-writer --bins >&2
@@ -52,7 +51,7 @@ psql_lake() {
 }
 
 # 200,000 distinct events, cycled by the producer.
-"$MILLPOND_PYTHON" "$shared/gen_events.py" --count 200000 --seed 42 --poison-rate 0 \
+"$MILLPOND_PYTHON" "$bench_inputs/gen_events.py" --count 200000 --seed 42 --poison-rate 0 \
     --out "$dir/events.jsonl" >"$dir/gen.json" || millpond_die "gen_events.py failed"
 
 bootstrap=127.0.0.1:$(bench_port)

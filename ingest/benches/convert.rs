@@ -175,7 +175,7 @@ fn bench_convert(c: &mut Criterion) {
     group.finish();
 
     // The benchmark workload's own events, when a file of them is named:
-    // `python3 ../shared/bench/gen_events.py --count 20000 --out F`.
+    // `python3 bench/gen_events.py --count 20000 --out F`.
     if let Some(path) = std::env::var_os("CONVERT_BENCH_EVENTS") {
         let text = std::fs::read(&path).expect("CONVERT_BENCH_EVENTS is readable");
         let events: Vec<&[u8]> = text

@@ -3,6 +3,7 @@
 //! Run one module with `cargo test --release -p millpond-tests --test it -- <module>::`.
 mod allowlist_rules;
 mod allowlist_source;
+mod bench_workload;
 mod catalog_tls;
 mod compose_env;
 mod compose_ssl;
