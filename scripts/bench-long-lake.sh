@@ -15,7 +15,7 @@
 # BENCH_FLUSHES (20000), BENCH_ROWS (100 per flush), BENCH_WINDOW (1000),
 # BENCH_PAUSE_MS (0; a pause after each flush, left out of wall_ms),
 # BENCH_LAST_RECORDS (1: ranges carry their last record as ingest's do; the
-# README's curves before its last row ran without it, BENCH_LAST_RECORDS=0).
+# docs/benchmarks.md's curves before its last row ran without it, BENCH_LAST_RECORDS=0).
 # BENCH_MAINTAIN=1 runs `millpond-lake maintain --yes` with
 # --expire-older-than BENCH_EXPIRE_OLDER_THAN (5m) and --cleanup-older-than
 # 1m: the Helm CronJob's chain, its ages scaled down so the run reaches the
@@ -24,7 +24,7 @@
 # out of wall_ms: flushes sent back to back commit 14 times a second, and
 # maintain's large commits (compacting thousands of files) lose every race
 # to them, on SQLite ("database is locked") and on Postgres alike, where
-# production intervals leave them gaps (README "Maintaining the lake").
+# production intervals leave them gaps (docs/operating/maintenance.md).
 # BENCH_MAINTAIN_MODE=meanwhile runs it beside the flushes instead, every
 # BENCH_MAINTAIN_EVERY_S (300).
 # Data files are local either way, so the figures are the catalog's.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sizing benchmark: what a pod needs at a given rate, flush interval and
-# FLUSH_SIZE. Prints one Markdown table (README, "Sizing"): per row the
+# FLUSH_SIZE. Prints one Markdown table (docs/benchmarks.md, "Sizing"): per row the
 # flushes and their triggers, Arrow and Parquet per flush, the largest data
 # file, peak RSS of ingest and of the writer, and the peak of the writer's
 # spool (in $TMPDIR: millpond-writer-spool-<uid>; the chart sets MILLPOND_SPOOL_DIR in its emptyDir).

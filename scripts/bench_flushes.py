@@ -44,7 +44,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 # Each range carries the record at its last offset (timestamp, checksum), as
 # ingest's do, so the writer records it in the last-records table like in
 # production. BENCH_LAST_RECORDS=0: ranges without it (a hand-made flush;
-# the README says which of its tables ran so).
+# docs/benchmarks.md says which of its tables ran so).
 LAST_RECORDS = os.environ.get("BENCH_LAST_RECORDS", "1") != "0"
 
 

@@ -25,7 +25,7 @@ case "$(uname -s)/$(uname -m)" in
         pkg=@duckdb/node-bindings-linux-arm64
         integrity=sha512-CafH2AIvXtpwDynG3KB/4uEOHRGlFoB7auCRMIwH3BKNIobsANV5LSpDJ3tfyRCFIsK6e8AT1eseWVnu2Dv3cw==
         ;;
-    *) millpond_die "no prebuilt DuckDB for $(uname -s)/$(uname -m); build with the cargo feature bundled (see README)" ;;
+    *) millpond_die "no prebuilt DuckDB for $(uname -s)/$(uname -m); build with the cargo feature bundled (see docs/getting-started.md)" ;;
 esac
 
 dest=$DUCKDB_LIB_DIR

@@ -96,7 +96,7 @@ pub fn expire(lake: &Lake, which: Expire, dry_run: bool, ask: &Ask) -> anyhow::R
 /// begins each catalog transaction with a lookup of the newest snapshot,
 /// and DuckDB's SQLite reader passes SQLite no filter, so every flush reads
 /// every kept snapshot (measured: ~0.5 us each, against ~24 ms for a flush;
-/// README "A long-lived lake").
+/// docs/operating/maintenance.md).
 const SQLITE_SNAPSHOTS: i64 = 5_000;
 
 /// After a real expiry (`expire`, `maintain`, a recipe): a SQLite catalog
@@ -123,7 +123,7 @@ fn sqlite_advice(snapshots: i64) -> Option<String> {
             "expire: {snapshots} snapshots kept on a SQLite catalog, and every flush reads each of them; \
              to hold a flush within about a fifth of a new lake's cost, keep at most {SQLITE_SNAPSHOTS} \
              (a shorter expiry age) and compact every ~1,000 flushes, or move the catalog to \
-             Postgres (README \"A long-lived lake\")"
+             Postgres (docs/operating/maintenance.md)"
         )
     })
 }

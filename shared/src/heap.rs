@@ -11,7 +11,7 @@
 //! flush of ~1 GiB of Arrow every 90 s: the writer's RSS climbed from 90
 //! to 178 MiB over the first two flushes and stayed there.
 //!
-//! Two remedies were measured (README, "What the writer's memory is"). A
+//! Two remedies were measured (docs/benchmarks.md; the rule in docs/operating/sizing.md). A
 //! fixed 1 MiB threshold (`MALLOC_MMAP_THRESHOLD_`) lowered both peaks by
 //! 44 MB, but mapping and faulting in every large block cost ~50 % more
 //! CPU per record. `malloc_trim` once a second, which hands the free pages
