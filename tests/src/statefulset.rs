@@ -101,7 +101,7 @@ impl PodCounts {
 }
 
 /// The counters a process logged on the line holding `marker`.
-fn logged_counts(logs: &str, marker: &str) -> Option<BTreeMap<String, f64>> {
+pub fn logged_counts(logs: &str, marker: &str) -> Option<BTreeMap<String, f64>> {
     let line = logs.lines().rev().find(|l| l.contains(marker))?;
     let field = line
         .split_whitespace()

@@ -11,6 +11,7 @@ use arrow::datatypes::Int64Type;
 use millpond_tests::hoglake::{CommitRequest, Hoglake, TABLE};
 use millpond_tests::ingest::{eventually, Ingest, IngestOpts};
 use millpond_tests::kafka::{committed, produce, produce_events, watermarks};
+use millpond_tests::statefulset::logged_counts;
 use millpond_tests::writer::Writer;
 use rdkafka::mocking::MockCluster;
 
@@ -288,4 +289,73 @@ async fn a_restart_that_cuts_flushes_differently_publishes_every_event_once() {
         (N, Some(&0), Some(&(N as i64 - 1))),
         "every id once"
     );
+}
+
+/// A pod's final flush, sent at SIGTERM, reaches into offsets a new owner
+/// recorded meanwhile, cut at other offsets (a handover during a rollout):
+/// the writer refuses it as an overlap, and ingest, within its shutdown
+/// grace, reads the recorded offsets, checks them against Kafka's records
+/// and leaves those records out, counted as already recorded. It stops
+/// cleanly, its counts conserve its records, and every event lands once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_flush_a_new_owner_recorded_meanwhile_is_accounted_at_sigterm() {
+    const EVENTS: u64 = 1_000;
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic(TOPIC, 1, 1).unwrap();
+    let bs = cluster.bootstrap_servers();
+    let lake = Hoglake::start();
+    produce_events(&bs, TOPIC, 1, 0, EVENTS);
+
+    // The old owner holds everything in one flush it has not ended.
+    let old_writer = Writer::start_env(&lake.writer_env(), lake.dir.path(), &[]);
+    let mut old = ingest_opts(&bs, &old_writer.addr);
+    old.extra.retain(|(k, _)| *k != "FLUSH_SIZE");
+    old.extra.push(("FLUSH_INTERVAL_MS", "600000".into()));
+    let mut old_ingest = Ingest::start(&old, lake.dir.path());
+    eventually(
+        Duration::from_secs(30),
+        "the old owner consumed every event",
+        || old_ingest.metric("millpond_records_consumed_total", &[]) == EVENTS as f64,
+    );
+
+    // The new owner publishes the same records in smaller flushes and stops.
+    let new_writer = Writer::start_env(&lake.writer_env(), lake.dir.path(), &[]);
+    let mut new = ingest_opts(&bs, &new_writer.addr);
+    new.extra.retain(|(k, _)| *k != "FLUSH_SIZE");
+    new.extra.push(("FLUSH_SIZE", "40000".into()));
+    new.extra.push(("MILLPOND_RUN_TO_LATEST", "true".into()));
+    let mut new_ingest = Ingest::start(&new, lake.dir.path());
+    let status = new_ingest.proc.wait_exit(Duration::from_secs(60));
+    assert!(status.success(), "{}", new_ingest.proc.logs());
+    let flushes = published(&lake.emulator.commits()).len();
+    assert!(flushes >= 2, "the new owner cut several flushes: {flushes}");
+
+    // SIGTERM to the old owner: its final flush overlaps what was recorded.
+    old_ingest.proc.signal("TERM");
+    let status = old_ingest.proc.wait_exit(Duration::from_secs(60));
+    let logs = old_ingest.proc.logs();
+    assert!(status.success(), "{logs}");
+    assert!(
+        !logs.contains("did not acknowledge the flush in time"),
+        "the final flush was given up: {logs}"
+    );
+    let counts = logged_counts(&logs, "ingest stopped cleanly").expect("the stop line's counts");
+    let count = |name: &str| counts.get(name).copied().unwrap_or(0.0);
+    assert_eq!(count("records_consumed_total"), EVENTS as f64, "{logs}");
+    assert_eq!(
+        count("records_skipped_total"),
+        EVENTS as f64,
+        "every record left out as recorded by the new owner: {logs}"
+    );
+    old_writer.stop();
+    new_writer.stop();
+
+    assert_eq!(
+        published(&lake.emulator.commits()).len(),
+        flushes,
+        "nothing more published"
+    );
+    let seen = ids_landed(&lake).await;
+    assert!(seen.values().all(|n| *n == 1), "an event landed twice");
+    assert_eq!(seen.len() as u64, EVENTS);
 }
