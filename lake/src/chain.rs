@@ -30,6 +30,7 @@ pub fn run(
             recipe.args.join(" ")
         );
         let stopped = |why: &str| {
+            crate::report::stopped_at(recipe.name);
             println!(
                 "run: stopped at {} ({why}); {} steps not run",
                 recipe.name,

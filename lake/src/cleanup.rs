@@ -101,6 +101,7 @@ pub fn cleanup(
     )?;
     let done = paths(lake, &sql(false, arg))?;
     show("cleanup: deleted", &done, false);
+    crate::report::add(crate::report::what::FILES_DELETED, done.len() as u64);
     println!("{waiting}");
     Ok(done.len())
 }
@@ -129,5 +130,6 @@ pub fn cleanup_all(lake: &Lake, dry_run: bool, ask: &Ask) -> anyhow::Result<usiz
     )?;
     let done = paths(lake, &sql(false))?;
     show("cleanup-all: deleted", &done, false);
+    crate::report::add(crate::report::what::FILES_DELETED, done.len() as u64);
     Ok(done.len())
 }

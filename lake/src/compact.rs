@@ -123,6 +123,10 @@ pub fn compact(
     restored?;
     let files_after = live_count(lake, tables)?;
     println!("compact: {files_before} -> {files_after} live data files");
+    crate::report::add(
+        crate::report::what::FILES_COMPACTED_AWAY,
+        (files_before - files_after).max(0) as u64,
+    );
     Ok(Outcome {
         files_before,
         files_after,

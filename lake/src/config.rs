@@ -36,6 +36,9 @@ pub struct ToolConfig {
     pub lock_wait: Duration,
     /// MILLPOND_FAILPOINT (test builds only).
     pub failpoint: Option<failpoint::Armed>,
+    /// MILLPOND_LAKE_REPORT_PUSH_URL: where each run POSTs its report
+    /// (`millpond_lake_run_*`); shown masked only.
+    pub report_push_url: Option<SecretUrl>,
 }
 
 #[derive(Debug, Clone)]
@@ -103,6 +106,11 @@ impl ToolConfig {
             r.errors.push("MILLPOND_LAKE_LOCK_WAIT", e);
             Duration::ZERO
         });
+        let report_push_url = r.optional("MILLPOND_LAKE_REPORT_PUSH_URL").and_then(|u| {
+            SecretUrl::parse(&u)
+                .map_err(|e| r.errors.push("MILLPOND_LAKE_REPORT_PUSH_URL", e))
+                .ok()
+        });
         let failpoint = r.optional("MILLPOND_FAILPOINT").and_then(|spec| {
             failpoint::parse(&spec, failpoint::Process::Lake)
                 .map_err(|e| r.errors.push("MILLPOND_FAILPOINT", e))
@@ -122,6 +130,7 @@ impl ToolConfig {
             },
             lock_wait,
             failpoint,
+            report_push_url,
         })
     }
 }

@@ -232,6 +232,10 @@ pub fn dedup_deletions(lake: &Lake, dry_run: bool, ask: &Ask) -> anyhow::Result<
     }
     ask.confirm(&lake.cfg, &format!("fix deletion bookkeeping: {summary}"))?;
     sql.atomic(&fixes.statements)?;
+    crate::report::add(
+        crate::report::what::DELETIONS_FIXED,
+        fixes.described.len() as u64,
+    );
     println!("dedup-deletions: done: {summary}");
     Ok(fixes.unfixable.is_empty())
 }

@@ -82,6 +82,7 @@ pub fn expire(lake: &Lake, which: Expire, dry_run: bool, ask: &Ask) -> anyhow::R
         &format!("expire {} snapshots{}", plan.len(), describe(&plan)),
     )?;
     let done = lake.rows(&sql(false))?;
+    crate::report::add(crate::report::what::SNAPSHOTS_EXPIRED, done.len() as u64);
     println!(
         "expire: expired {} snapshots{}",
         done.len(),

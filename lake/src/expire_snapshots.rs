@@ -268,6 +268,11 @@ pub fn expire_snapshots(
             b.max
         );
     }
+    crate::report::add(crate::report::what::SNAPSHOTS_EXPIRED, ids.len() as u64);
+    crate::report::add(
+        crate::report::what::FILES_SCHEDULED_FOR_DELETION,
+        (data + deletes) as u64,
+    );
     println!(
         "expire-snapshots: expired {} snapshots; {data} data files and {deletes} delete files scheduled for deletion (run cleanup to delete them)",
         ids.len()

@@ -375,6 +375,8 @@ pub fn heal_orphans(
             failed += 1;
         }
     }
+    crate::report::add(crate::report::what::ORPHANS_REGISTERED, registered);
+    crate::report::add(crate::report::what::ORPHANS_MOVED_ASIDE, moved);
     println!(
         "heal-orphans: {registered} registered, {moved} moved to {root}, {left} left in place, {failed} failed"
     );

@@ -31,6 +31,7 @@ mod orphans;
 mod partitions;
 mod probe;
 mod recipes;
+mod report;
 mod shell;
 mod stats;
 mod storage;
@@ -79,12 +80,23 @@ pub fn main() -> ExitCode {
         holder: lock::Holder::me(matches.subcommand_name().unwrap_or(""), &line.join(" ")),
         lock_wait: cli.lock_wait.unwrap_or(cfg.lock_wait),
     };
-    match dispatch::execute(cli.command, &cfg, &Ask::new(cli.yes), &run) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("{NAME}: {e:#}");
-            ExitCode::FAILURE
-        }
+    let command = matches.subcommand_name().unwrap_or("").to_owned();
+    let started = std::time::Instant::now();
+    let result = dispatch::execute(cli.command, &cfg, &Ask::new(cli.yes), &run);
+    if let Err(e) = &result {
+        eprintln!("{NAME}: {e:#}");
+    }
+    // The report is a maintenance run's last line (and its push, when
+    // configured); a shell or the exporter is not a run to report.
+    let reported = match command.as_str() {
+        "shell" | "metrics" => Ok(()),
+        _ => report::finish(&cfg, &command, started, &result),
+    };
+    if let Err(e) = &reported {
+        eprintln!("{NAME}: the run's report: {e:#}");
+    }
+    match (result, reported) {
+        (Ok(true), Ok(())) => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
     }
 }

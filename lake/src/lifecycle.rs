@@ -54,6 +54,10 @@ pub fn flush_inlined(lake: &Lake, tables: Option<&[TableRef]>) -> anyhow::Result
         }
     }
     println!("flush-inlined: {total} rows in all");
+    crate::report::add(
+        crate::report::what::INLINED_ROWS_FLUSHED,
+        total.max(0) as u64,
+    );
     Ok(total)
 }
 

@@ -80,5 +80,6 @@ pub fn delete_orphans(
         ),
     )?;
     show("orphans: deleted", &done, false);
+    crate::report::add(crate::report::what::FILES_DELETED, done.len() as u64);
     Ok(done.len())
 }

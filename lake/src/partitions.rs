@@ -197,6 +197,10 @@ pub fn repair_partition_values(
     }
     ask.confirm(&lake.cfg, &format!("set partition values: {summary}"))?;
     sql.atomic(&statements)?;
+    crate::report::add(
+        crate::report::what::PARTITION_VALUES_REPAIRED,
+        statements.len() as u64,
+    );
     println!("repair-partition-values: done: {summary}");
     Ok(unfixable == 0)
 }

@@ -80,5 +80,6 @@ pub fn purge_orphan_stats(lake: &Lake, dry_run: bool, ask: &Ask) -> anyhow::Resu
         .collect();
     sql.atomic(&statements)?;
     println!("purge-orphan-stats: removed {total} orphaned rows");
+    crate::report::add(crate::report::what::STATS_ROWS_PURGED, total.max(0) as u64);
     Ok(total)
 }

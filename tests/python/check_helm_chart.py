@@ -345,8 +345,12 @@ SCHEDULES = [
 def with_schedules(values: dict[str, Any]) -> dict[str, Any]:
     """values with maintenance.schedules: a list of schedules, each with its own command chain."""
     v = copy.deepcopy(values)
-    v.setdefault("maintenance", {}).update(enabled=True, schedules=copy.deepcopy(SCHEDULES))
+    v.setdefault("maintenance", {}).update(enabled=True, schedules=copy.deepcopy(SCHEDULES), reportPushUrl=REPORT_URL)
     return v
+
+
+# A run's report, one Pushgateway group per pipeline and schedule.
+REPORT_URL = "http://pushgateway:9091/metrics/job/millpond-lake/pipeline/{pipeline}/schedule/{schedule}"
 
 
 def maintenance_schedules(docs: Docs, values: dict[str, Any]) -> list[str]:
@@ -378,6 +382,9 @@ def maintenance_schedules(docs: Docs, values: dict[str, Any]) -> list[str]:
                 problems.append(f"{cj['metadata']['name']}: args {c.get('args')}, want {want}")
             if cj["spec"].get("concurrencyPolicy") != "Forbid":
                 problems.append(f"{cj['metadata']['name']}: runs may overlap")
+            report = REPORT_URL.replace("{pipeline}", p["name"]).replace("{schedule}", f"maintain-{sched['name']}")
+            if env_value(c, "MILLPOND_LAKE_REPORT_PUSH_URL") != report:
+                problems.append(f"{cj['metadata']['name']}: report URL {env_value(c, 'MILLPOND_LAKE_REPORT_PUSH_URL')!r}, want {report!r}")
     return problems
 
 

@@ -41,7 +41,7 @@ pub fn once(cfg: &ToolConfig, push_url: Option<&SecretUrl>) -> anyhow::Result<()
 
 /// POSTs `body` to `url`. The URL is shown masked, and what the client or
 /// the server says is scrubbed of its parts (user, password, query).
-fn push(url: &SecretUrl, body: String) -> anyhow::Result<()> {
+pub(crate) fn push(url: &SecretUrl, body: String) -> anyhow::Result<()> {
     let response = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()?

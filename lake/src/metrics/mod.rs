@@ -4,4 +4,5 @@ mod collect;
 mod export;
 mod shape;
 
+pub(crate) use export::push;
 pub use export::{once, serve};

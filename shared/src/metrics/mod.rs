@@ -6,6 +6,7 @@
 mod include;
 mod ingest;
 mod lake;
+mod lake_run;
 pub mod matched;
 pub mod merge;
 pub mod reference;
@@ -14,6 +15,7 @@ mod writer;
 pub use include::IncludeMetrics;
 pub use ingest::IngestMetrics;
 pub use lake::LakeMetrics;
+pub use lake_run::LakeRunMetrics;
 pub use matched::MatchedValues;
 pub use writer::WriterMetrics;
 

@@ -9,7 +9,9 @@ use std::cell::RefCell;
 use prometheus::core::Collector;
 use prometheus::proto::MetricType;
 
-use super::{new_registry, IncludeMetrics, IngestMetrics, LakeMetrics, WriterMetrics, PREFIX};
+use super::{
+    new_registry, IncludeMetrics, IngestMetrics, LakeMetrics, LakeRunMetrics, WriterMetrics, PREFIX,
+};
 
 /// One metric as a process registers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +91,13 @@ pub fn processes() -> Vec<(&'static str, &'static str, Vec<Described>)> {
             "the lake-state exporter",
             describe(|r| {
                 LakeMetrics::new(r);
+            }),
+        ),
+        (
+            "millpond-lake",
+            "a run's report, pushed at its end when `MILLPOND_LAKE_REPORT_PUSH_URL` is set (each series also carries `command`)",
+            describe(|r| {
+                LakeRunMetrics::new(r, "run");
             }),
         ),
     ]

@@ -1,6 +1,7 @@
 //! expire-snapshots, cleanup-all, compact-probe and recipe chains.
 use millpond_tests::lake::{Backend, Lake};
-use millpond_tests::lake_cli::lake_cli;
+use millpond_tests::lake_cli::{lake_cli, lake_cli_with, Receiver};
+use millpond_tests::scrape::metric;
 
 use super::{checksum, fill, live_files, one, scheduled};
 
@@ -262,8 +263,17 @@ async fn recipes_run_as_one_chain(backend: Backend) {
          SELECT data_file_id, 'main/events/' || path, true, NOW() FROM {META}.ducklake_data_file \
          WHERE end_snapshot IS NULL ORDER BY data_file_id LIMIT 1"
     ));
-    let stopped = lake_cli(
+    // Each run reports what it did: its last line, and a push of
+    // `millpond_lake_run_*` to MILLPOND_LAKE_REPORT_PUSH_URL.
+    let receiver = Receiver::start(200);
+    let report_url = format!(
+        "{}/metrics/job/millpond-lake/schedule/nightly",
+        receiver.url
+    );
+    let report = [("MILLPOND_LAKE_REPORT_PUSH_URL", report_url.as_str())];
+    let stopped = lake_cli_with(
         &lake,
+        &report,
         &["--yes", "run", "fsck", "compact-all-tiers-default"],
     );
     assert_eq!(stopped.code, Some(1), "{stopped:#?}");
@@ -272,6 +282,28 @@ async fn recipes_run_as_one_chain(backend: Backend) {
         "{stopped:#?}"
     );
     assert_eq!(live_files(&lake), 4, "compaction did not run");
+    let last = stopped.stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("millpond-lake run: found problems at fsck after "),
+        "{stopped:#?}"
+    );
+    let pushed = receiver.next();
+    assert_eq!(pushed.path, "/metrics/job/millpond-lake/schedule/nightly");
+    let body = &pushed.body;
+    assert_eq!(
+        metric(body, "millpond_lake_run_success", &[("command", "run")]),
+        Some(0.0),
+        "{body}"
+    );
+    assert_eq!(
+        metric(body, "millpond_lake_run_failed_step", &[("step", "fsck")]),
+        Some(1.0),
+        "{body}"
+    );
+    assert!(
+        metric(body, "millpond_lake_run_duration_seconds", &[]).is_some_and(|s| s > 0.0),
+        "{body}"
+    );
 
     let chain = [
         "dedup-deletions",
@@ -282,9 +314,39 @@ async fn recipes_run_as_one_chain(backend: Backend) {
         "fsck",
         "metrics-once",
     ];
-    let run = lake_cli(&lake, &[&["--yes", "run"][..], &chain[..]].concat());
+    let run = lake_cli_with(
+        &lake,
+        &report,
+        &[&["--yes", "run"][..], &chain[..]].concat(),
+    );
     let out = run.ok();
     assert!(out.contains("run: 7 steps done"), "{out}");
+    let last = out.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("millpond-lake run: done after ")
+            && last.contains("files_compacted_away=3"),
+        "{out}"
+    );
+    let body = receiver.next().body;
+    assert_eq!(
+        metric(&body, "millpond_lake_run_success", &[]),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(
+        metric(
+            &body,
+            "millpond_lake_run_done",
+            &[("what", "files_compacted_away")]
+        ),
+        Some(3.0),
+        "{body}"
+    );
+    assert_eq!(
+        metric(&body, "millpond_lake_run_failed_step", &[]),
+        None,
+        "{body}"
+    );
     assert!(out.contains("expire: nothing to expire"), "{out}");
     assert!(
         out.contains("millpond_lake_data_files"),
