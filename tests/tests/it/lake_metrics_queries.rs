@@ -113,8 +113,9 @@ async fn queries_become_gauges_and_failed_reads_fail_health(backend: Backend) {
     assert_eq!(errors(body, "kind_total"), 0.0);
     assert_eq!(metric(body, "millpond_lake_broken", &[]), None, "{body}");
     assert_eq!(value(body, "millpond_lake_up", &[]), 1.0);
+    // The log (on stdout, before the exposition) names the query.
     assert!(
-        run.stderr.contains("broken"),
+        format!("{}{}", run.stdout, run.stderr).contains("query=broken"),
         "the failure is logged: {run:#?}"
     );
 
