@@ -7,6 +7,8 @@ use millpond_shared::config::{CommonConfig, ConfigErrors, Env, EnvReader, Secret
 use millpond_shared::failpoint;
 
 use millpond_writer::lake_api::table_setting;
+
+use crate::metrics::queries::{self, Query};
 use millpond_writer::lake_api::{LakeConfig, LAST_RECORDS_TABLE, OFFSETS_TABLE};
 
 /// Default port of the exporter's /metrics (ingest 8000, writer 8001).
@@ -52,7 +54,19 @@ pub struct MetricsConfig {
     /// DUCKLAKE_METRICS_SMALL_FILE_BYTES (default 10MiB): files under this
     /// count as compaction debt.
     pub small_file_bytes: u64,
+    /// DUCKLAKE_METRICS_CONFIG: the queries of the file it names, checked
+    /// (empty when unset).
+    pub queries: Vec<Query>,
+    /// DUCKLAKE_METRICS_MAX_FAILED_READS (default 3): failed reads in a row
+    /// after which /healthz answers 503.
+    pub max_failed_reads: u64,
 }
+
+/// The default of DUCKLAKE_METRICS_MAX_FAILED_READS: one failed read is a
+/// blip (a catalog failover, a Postgres restart); three at the default 60 s
+/// interval are three minutes of gauges that no longer move, time for a
+/// restart to reconnect from scratch.
+pub const DEFAULT_MAX_FAILED_READS: u64 = 3;
 
 impl ToolConfig {
     pub fn from_env(env: &Env) -> Result<Self, ConfigErrors> {
@@ -101,6 +115,19 @@ impl ToolConfig {
                 0
             }),
         };
+        let queries = match r.optional("DUCKLAKE_METRICS_CONFIG") {
+            None => Vec::new(),
+            Some(path) => queries::load(std::path::Path::new(&path)).unwrap_or_else(|errors| {
+                for e in errors {
+                    r.errors.push("DUCKLAKE_METRICS_CONFIG", e);
+                }
+                Vec::new()
+            }),
+        };
+        let max_failed_reads = r.positive_u64(
+            "DUCKLAKE_METRICS_MAX_FAILED_READS",
+            DEFAULT_MAX_FAILED_READS,
+        );
         let wait = r.string_or("MILLPOND_LAKE_LOCK_WAIT", DEFAULT_LOCK_WAIT);
         let lock_wait = crate::units::parse_duration(&wait).unwrap_or_else(|e| {
             r.errors.push("MILLPOND_LAKE_LOCK_WAIT", e);
@@ -127,6 +154,8 @@ impl ToolConfig {
                 push_url,
                 interval,
                 small_file_bytes,
+                queries,
+                max_failed_reads,
             },
             lock_wait,
             failpoint,
@@ -181,6 +210,54 @@ mod tests {
         ] {
             assert!(vars.contains(&v), "{v} missing from {vars:?}");
         }
+    }
+
+    #[test]
+    fn the_queries_file_is_read_and_its_errors_name_the_variable() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.toml");
+        std::fs::write(
+            &good,
+            "[[query]]\nname = \"kinds\"\nsql = \"SELECT 'a' AS kind, 1 AS n\"\nvalue = \"n\"\nlabels = [\"kind\"]\n",
+        )
+        .unwrap();
+        let path = good.display().to_string();
+        let cfg = ToolConfig::from_env(&Env::from_pairs([(
+            "DUCKLAKE_METRICS_CONFIG",
+            path.as_str(),
+        )]))
+        .unwrap();
+        assert_eq!(cfg.metrics.queries.len(), 1);
+        assert_eq!(cfg.metrics.queries[0].labels, ["kind"]);
+        assert_eq!(cfg.metrics.max_failed_reads, DEFAULT_MAX_FAILED_READS);
+
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(
+            &bad,
+            "[[query]]\nname = \"lost\"\nsql = \"SELECT 1 AS n\"\n",
+        )
+        .unwrap();
+        let path = bad.display().to_string();
+        let errs = ToolConfig::from_env(&Env::from_pairs([
+            ("DUCKLAKE_METRICS_CONFIG", path.as_str()),
+            ("DUCKLAKE_METRICS_MAX_FAILED_READS", "0"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            errs.vars(),
+            [
+                "DUCKLAKE_METRICS_CONFIG",
+                "DUCKLAKE_METRICS_MAX_FAILED_READS"
+            ]
+        );
+        let text = errs.to_string();
+        assert!(text.contains("query `lost`: `value` is missing"), "{text}");
+        let missing = ToolConfig::from_env(&Env::from_pairs([(
+            "DUCKLAKE_METRICS_CONFIG",
+            "/nonexistent/q.toml",
+        )]))
+        .unwrap_err();
+        assert_eq!(missing.vars(), ["DUCKLAKE_METRICS_CONFIG"]);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use millpond_shared::metrics::{dead_letter_reason, LakeMetrics};
 use super::super::catalog::{as_f64, as_i64, as_string, meta, Lake, TableRef};
 use super::super::config::ToolConfig;
 use super::catalog_state::{self, CatalogState};
+use super::query_gauges::QueryGauges;
 use super::shape::{self, Shape};
 use millpond_writer::lake_api::ident;
 use millpond_writer::lake_api::OFFSETS_TABLE;
@@ -242,25 +243,42 @@ pub fn apply(state: &LakeState, m: &LakeMetrics) {
 
 /// Opens the lake for the exporter; a failure counts as a failed read
 /// (`lake_up` 0, `lake_collect_errors_total`), as `refresh` counts its own.
-pub fn open(cfg: &ToolConfig, m: &LakeMetrics) -> anyhow::Result<Lake> {
-    Lake::open(&cfg.lake).inspect_err(|_| {
-        m.up.set(0);
-        m.collect_errors.inc();
-    })
+pub fn open(cfg: &ToolConfig, m: &LakeMetrics, queries: &QueryGauges) -> anyhow::Result<Lake> {
+    Lake::open(&cfg.lake).inspect_err(|_| failed(m, queries))
 }
 
-/// Reads the catalog into `m`, with the exporter's own series: `lake_up`,
-/// the read's duration, the last success and the error count.
-pub fn refresh(lake: &Lake, cfg: &ToolConfig, m: &LakeMetrics) -> anyhow::Result<()> {
+/// A failed read: counted, and the queries' gauges left out (the built-in
+/// series keep the last read's values, which `lake_up` 0 and
+/// `lake_last_success_timestamp_seconds` date).
+fn failed(m: &LakeMetrics, queries: &QueryGauges) {
+    m.up.set(0);
+    m.collect_errors.inc();
+    m.consecutive_collect_errors.inc();
+    queries.drop_all();
+}
+
+/// Reads the catalog into `m`, then runs the DUCKLAKE_METRICS_CONFIG
+/// queries, with the exporter's own series: `lake_up`, the read's duration,
+/// the last success and the error counts. A failed query is no failed read.
+pub fn refresh(
+    lake: &Lake,
+    cfg: &ToolConfig,
+    m: &LakeMetrics,
+    queries: &QueryGauges,
+) -> anyhow::Result<()> {
     m.small_file_threshold
         .set(cfg.metrics.small_file_bytes as i64);
     let start = Instant::now();
     let result = collect(lake, cfg);
+    if let Ok(state) = &result {
+        apply(state, m);
+        queries.run(lake, m);
+    }
     m.collect_duration.set(start.elapsed().as_secs_f64());
     match result {
-        Ok(state) => {
-            apply(&state, m);
+        Ok(_) => {
             m.up.set(1);
+            m.consecutive_collect_errors.set(0);
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default();
@@ -268,8 +286,7 @@ pub fn refresh(lake: &Lake, cfg: &ToolConfig, m: &LakeMetrics) -> anyhow::Result
             Ok(())
         }
         Err(e) => {
-            m.up.set(0);
-            m.collect_errors.inc();
+            failed(m, queries);
             Err(e)
         }
     }

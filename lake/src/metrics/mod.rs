@@ -2,6 +2,8 @@
 mod catalog_state;
 mod collect;
 mod export;
+pub(crate) mod queries;
+mod query_gauges;
 mod shape;
 
 pub(crate) use export::push;

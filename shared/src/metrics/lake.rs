@@ -1,4 +1,6 @@
-use prometheus::{Gauge, GaugeVec, IntCounter, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    Gauge, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 
 use super::register;
 
@@ -46,6 +48,11 @@ pub struct LakeMetrics {
     pub collect_duration: Gauge,
     pub last_success: Gauge,
     pub collect_errors: IntCounter,
+    /// Failed reads since the last one that succeeded (/healthz fails at
+    /// DUCKLAKE_METRICS_MAX_FAILED_READS).
+    pub consecutive_collect_errors: IntGauge,
+    /// {query}: failed runs of a DUCKLAKE_METRICS_CONFIG query.
+    pub query_errors: IntCounterVec,
 }
 
 fn gauge(registry: &Registry, name: &str, help: &str) -> Gauge {
@@ -226,6 +233,22 @@ impl LakeMetrics {
                 registry,
                 IntCounter::new("lake_collect_errors_total", "Failed reads of the catalog")
                     .unwrap(),
+            ),
+            consecutive_collect_errors: int_gauge(
+                registry,
+                "lake_consecutive_collect_errors",
+                "Failed reads of the catalog since the last successful one",
+            ),
+            query_errors: register(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "lake_query_errors_total",
+                        "Failed runs of a query of DUCKLAKE_METRICS_CONFIG (its gauge is left out until it runs again)",
+                    ),
+                    &["query"],
+                )
+                .unwrap(),
             ),
         }
     }

@@ -16,6 +16,7 @@ mod ingest_sigterm;
 mod kafka_tls;
 mod lake_cli;
 mod lake_metrics;
+mod lake_metrics_queries;
 mod live_reader;
 mod msk_iam_token;
 mod nisshi_e2e;
