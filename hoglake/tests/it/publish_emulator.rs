@@ -642,14 +642,9 @@ async fn an_exhausted_budget_fails_with_every_attempt_identical() {
     let mut p = Publisher::connect(
         client,
         PublisherConfig {
-            namespace: NS.into(),
-            table: TABLE.into(),
-            create_data_path: Some(format!("s3://{bucket}/hoglake-it/{}", uuid::Uuid::new_v4())),
-            s3: s3.clone(),
             ladder: retry,
-            layout: Default::default(),
             dead_letter_table: None,
-            partition_fence: true,
+            ..publisher_config(&s3, &bucket, Layout::default(), true)
         },
     )
     .await
@@ -738,14 +733,8 @@ async fn a_client_timeout_while_the_server_commits_still_publishes_once() {
     let mut p = Publisher::connect(
         client,
         PublisherConfig {
-            namespace: NS.into(),
-            table: TABLE.into(),
-            create_data_path: Some(format!("s3://{bucket}/hoglake-it/{}", uuid::Uuid::new_v4())),
-            s3: s3.clone(),
-            ladder: fast_retry(),
-            layout: Default::default(),
             dead_letter_table: None,
-            partition_fence: true,
+            ..publisher_config(&s3, &bucket, Layout::default(), true)
         },
     )
     .await
@@ -785,14 +774,9 @@ async fn connect_refuses_a_data_path_whose_bucket_does_not_exist() {
     let err = Publisher::connect(
         client,
         PublisherConfig {
-            namespace: NS.into(),
-            table: TABLE.into(),
             create_data_path: Some(format!("s3://{bucket}/lake")),
-            s3: s3.clone(),
-            ladder: fast_retry(),
-            layout: Default::default(),
             dead_letter_table: None,
-            partition_fence: true,
+            ..publisher_config(&s3, &bucket, Layout::default(), true)
         },
     )
     .await
