@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-pub use super::cli_args::{CompactArgs, ExpireArgs, MaintainArgs};
+pub use super::cli_args::{CompactArgs, ExpireArgs, MaintainArgs, RetentionArgs};
 use super::recipes::RECIPES;
 use super::units::parse_duration;
 
@@ -113,6 +113,21 @@ pub enum Command {
         table: Option<String>,
         #[arg(long)]
         dry_run: bool,
+    },
+    /// The partitions of a table partitioned by year(col)[, month(col)[,
+    /// day(col)[, hour(col)]]] whose whole span ended before now minus the
+    /// retention; changes nothing. Exits 1 when a file's statistics
+    /// disagree with its partition (it is never dropped).
+    ListDroppablePartitions(RetentionArgs),
+    /// Drop those partitions (a dry run unless --execute): their files end
+    /// in one new snapshot, and cleanup deletes them once the snapshots
+    /// before it expire.
+    DropPartitions {
+        #[command(flatten)]
+        which: RetentionArgs,
+        /// Drop them; without it they are only listed.
+        #[arg(long)]
+        execute: bool,
     },
     /// Check that every referenced file exists with its recorded size, and
     /// that the catalog is consistent. Exits 1 when it finds a problem.

@@ -31,6 +31,23 @@ impl ExpireArgs {
     }
 }
 
+/// A table and a retention, for the partition retention commands.
+#[derive(Args, Debug, Clone)]
+pub struct RetentionArgs {
+    /// `table` (in DUCKLAKE_SCHEMA) or `schema.table`; default
+    /// DUCKLAKE_TABLE.
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Drop partitions that ended at least this long ago (at least 1h),
+    /// e.g. 90d; default MILLPOND_LAKE_RETENTION.
+    #[arg(long, value_parser = parse_retention)]
+    pub older_than: Option<Duration>,
+}
+
+fn parse_retention(text: &str) -> Result<Duration, String> {
+    crate::retention::check_retention(parse_duration(text)?)
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct CompactArgs {
     /// Tiers to run (1: <1MiB -> 5MiB, 2: 1-10MiB -> 32MiB, 3: 10-64MiB ->

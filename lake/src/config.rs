@@ -41,6 +41,9 @@ pub struct ToolConfig {
     /// MILLPOND_LAKE_REPORT_PUSH_URL: where each run POSTs its report
     /// (`millpond_lake_run_*`); shown masked only.
     pub report_push_url: Option<SecretUrl>,
+    /// MILLPOND_LAKE_RETENTION: the partition retention commands' default
+    /// `--older-than` (at least 1h).
+    pub retention: Option<Duration>,
 }
 
 #[derive(Debug, Clone)]
@@ -138,6 +141,12 @@ impl ToolConfig {
                 .map_err(|e| r.errors.push("MILLPOND_LAKE_REPORT_PUSH_URL", e))
                 .ok()
         });
+        let retention = r.optional("MILLPOND_LAKE_RETENTION").and_then(|v| {
+            crate::units::parse_duration(&v)
+                .and_then(crate::retention::check_retention)
+                .map_err(|e| r.errors.push("MILLPOND_LAKE_RETENTION", e))
+                .ok()
+        });
         let failpoint = r.optional("MILLPOND_FAILPOINT").and_then(|spec| {
             failpoint::parse(&spec, failpoint::Process::Lake)
                 .map_err(|e| r.errors.push("MILLPOND_FAILPOINT", e))
@@ -160,6 +169,7 @@ impl ToolConfig {
             lock_wait,
             failpoint,
             report_push_url,
+            retention,
         })
     }
 }
@@ -196,6 +206,7 @@ mod tests {
             ("DUCKLAKE_METRICS_SMALL_FILE_BYTES", "10 parsecs"),
             ("DUCKLAKE_METRICS_INTERVAL_S", "0"),
             ("MILLPOND_LAKE_LOCK_WAIT", "soon"),
+            ("MILLPOND_LAKE_RETENTION", "30m"),
         ]))
         .unwrap_err();
         let vars = errs.vars();
@@ -207,6 +218,7 @@ mod tests {
             "DUCKLAKE_METRICS_SMALL_FILE_BYTES",
             "DUCKLAKE_METRICS_INTERVAL_S",
             "MILLPOND_LAKE_LOCK_WAIT",
+            "MILLPOND_LAKE_RETENTION",
         ] {
             assert!(vars.contains(&v), "{v} missing from {vars:?}");
         }

@@ -13,7 +13,7 @@ use super::confirm::Ask;
 use super::lock::{self, Holder};
 use super::{
     chain, cleanup, compact, dedup, expire, expire_snapshots, fsck, heal, indexes, lifecycle,
-    maintain, metrics, orphans, partitions, probe, recipes, shell, stats,
+    maintain, metrics, orphans, partitions, probe, recipes, retention, shell, stats,
 };
 
 /// Who this run is and how long it waits for the lock.
@@ -71,6 +71,7 @@ pub fn changes(command: &Command) -> bool {
         | Command::FindOrphans { .. }
         | Command::Fsck { .. }
         | Command::CompactProbe { .. }
+        | Command::ListDroppablePartitions(_)
         | Command::BootstrapIndexes { .. }
         | Command::Metrics { .. } => false,
         Command::Expire(args) => !args.dry_run,
@@ -81,7 +82,9 @@ pub fn changes(command: &Command) -> bool {
         | Command::DedupDeletions { dry_run }
         | Command::PurgeOrphanStats { dry_run }
         | Command::RepairPartitionValues { dry_run, .. } => !dry_run,
-        Command::DeleteOrphans { execute, .. } => *execute,
+        Command::DeleteOrphans { execute, .. } | Command::DropPartitions { execute, .. } => {
+            *execute
+        }
         Command::Compact(args) => !args.dry_run,
         Command::Maintain(args) => !args.dry_run,
         Command::Checkpoint | Command::FlushInlined { .. } => true,
@@ -184,6 +187,13 @@ fn on_lake(command: Command, lake: &Lake, cfg: &ToolConfig, ask: &Ask) -> anyhow
         Command::RepairPartitionValues { table, dry_run } => {
             return partitions::repair_partition_values(lake, &tables(table)?, dry_run, ask);
         }
+        Command::ListDroppablePartitions(which) => {
+            return retention::list(lake, &retention_target(lake, cfg, &which)?);
+        }
+        Command::DropPartitions { which, execute } => {
+            let target = retention_target(lake, cfg, &which)?;
+            return retention::drop_partitions(lake, &target, execute, ask);
+        }
         Command::Fsck { catalog_only } => {
             let problems = fsck::fsck(lake, catalog_only)?;
             fsck::report(&problems);
@@ -211,6 +221,21 @@ fn on_lake(command: Command, lake: &Lake, cfg: &ToolConfig, ask: &Ask) -> anyhow
         }
     }
     Ok(true)
+}
+
+fn retention_target(
+    lake: &Lake,
+    cfg: &ToolConfig,
+    which: &crate::cli::RetentionArgs,
+) -> anyhow::Result<retention::Target> {
+    retention::target(
+        lake,
+        which.table.as_deref(),
+        which.older_than,
+        cfg.table.as_deref(),
+        cfg.retention,
+        &cfg.schema,
+    )
 }
 
 #[cfg(test)]

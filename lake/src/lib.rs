@@ -32,6 +32,7 @@ mod partitions;
 mod probe;
 mod recipes;
 mod report;
+mod retention;
 mod shell;
 mod stats;
 mod storage;

@@ -61,6 +61,12 @@ pub const RECIPES: &[Recipe] = &[
         &["repair-partition-values"],
         true,
     ),
+    r(
+        "list-droppable-partitions",
+        &["list-droppable-partitions"],
+        false,
+    ),
+    r("drop-partitions", &["drop-partitions", "--execute"], true),
     r("fsck", &["fsck"], false),
     r("maintain", &["maintain"], true),
     r("checkpoint", &["checkpoint"], true),

@@ -23,6 +23,8 @@ pub mod what {
     pub const DELETIONS_FIXED: &str = "deletions_fixed";
     pub const STATS_ROWS_PURGED: &str = "stats_rows_purged";
     pub const PARTITION_VALUES_REPAIRED: &str = "partition_values_repaired";
+    pub const PARTITIONS_DROPPED: &str = "partitions_dropped";
+    pub const ROWS_DROPPED: &str = "rows_dropped";
 }
 
 /// One run's tally (a process runs one command).

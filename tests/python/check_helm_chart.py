@@ -339,15 +339,21 @@ def maintenance_per_ducklake_pipeline(docs: Docs, values: dict[str, Any]) -> lis
 SCHEDULES = [
     {"name": "hourly", "schedule": "7 * * * *", "chain": ["flush-inlined", "compact-to-tier-1", "cleanup-all-safe"]},
     {"name": "nightly", "schedule": "17 3 * * *", "args": ["expire-snapshots", "--older-than", "7d", "--yes"]},
+    {"name": "retention", "schedule": "37 4 * * *", "chain": ["drop-partitions", "expire-7d", "cleanup-all-safe"]},
 ]
 
 
 def with_schedules(values: dict[str, Any]) -> dict[str, Any]:
     """values with maintenance.schedules: a list of schedules, each with its own command chain."""
     v = copy.deepcopy(values)
-    v.setdefault("maintenance", {}).update(enabled=True, schedules=copy.deepcopy(SCHEDULES), reportPushUrl=REPORT_URL)
+    v.setdefault("maintenance", {}).update(
+        enabled=True, schedules=copy.deepcopy(SCHEDULES), reportPushUrl=REPORT_URL, retention=RETENTION
+    )
     return v
 
+
+# The retention recipes' default, passed to every maintenance run.
+RETENTION = "90d"
 
 # A run's report, one Pushgateway group per pipeline and schedule.
 REPORT_URL = "http://pushgateway:9091/metrics/job/millpond-lake/pipeline/{pipeline}/schedule/{schedule}"
@@ -385,6 +391,8 @@ def maintenance_schedules(docs: Docs, values: dict[str, Any]) -> list[str]:
             report = REPORT_URL.replace("{pipeline}", p["name"]).replace("{schedule}", f"maintain-{sched['name']}")
             if env_value(c, "MILLPOND_LAKE_REPORT_PUSH_URL") != report:
                 problems.append(f"{cj['metadata']['name']}: report URL {env_value(c, 'MILLPOND_LAKE_REPORT_PUSH_URL')!r}, want {report!r}")
+            if env_value(c, "MILLPOND_LAKE_RETENTION") != RETENTION:
+                problems.append(f"{cj['metadata']['name']}: retention {env_value(c, 'MILLPOND_LAKE_RETENTION')!r}, want {RETENTION!r}")
     return problems
 
 

@@ -47,7 +47,7 @@ impl LakeRunMetrics {
                 IntGaugeVec::new(
                     opts(
                         "lake_run_done",
-                        "What the run changed, by kind: snapshots_expired, files_scheduled_for_deletion, files_deleted, files_compacted_away, inlined_rows_flushed, orphans_registered, orphans_moved_aside, deletions_fixed, stats_rows_purged, partition_values_repaired",
+                        "What the run changed, by kind: snapshots_expired, files_scheduled_for_deletion, files_deleted, files_compacted_away, inlined_rows_flushed, orphans_registered, orphans_moved_aside, deletions_fixed, stats_rows_purged, partition_values_repaired, partitions_dropped, rows_dropped",
                     ),
                     &["what"],
                 )

@@ -510,6 +510,7 @@ macro_rules! both_backends {
 // The commands beyond DuckLake's own functions, each on both backends.
 mod lock;
 mod maintenance;
+mod partition_retention;
 mod repairs;
 
 both_backends!(
