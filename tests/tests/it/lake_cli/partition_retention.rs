@@ -171,7 +171,10 @@ async fn partitions_past_the_retention_go_and_the_rest_stay(backend: Backend) {
     );
     // The 5 rows without a time are few enough for the catalog to hold
     // inline, so no file of theirs is listed yet.
-    assert!(out.contains("kept: 3 partitions"), "three recent days: {out}");
+    assert!(
+        out.contains("kept: 3 partitions"),
+        "three recent days: {out}"
+    );
 
     // A dry run by default.
     let dry = lake_cli(
