@@ -104,8 +104,7 @@ pub struct FlushAck {
     pub rows_written: u64,
     #[prost(enumeration = "AckOutcome", tag = "3")]
     pub outcome: i32,
-    /// Destination-specific description of what was recorded,
-    /// e.g. "ducklake snapshot 42 table main.events".
+    /// The destination that recorded the flush: "ducklake" or "hoglake".
     #[prost(string, tag = "4")]
     pub sink: ::prost::alloc::string::String,
     #[prost(string, tag = "5")]
