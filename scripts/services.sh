@@ -54,10 +54,24 @@ pg_cluster() {
 
 pg_ready() { pg_isready -q -h "$PG_HOST" -p "$PG_PORT" >/dev/null 2>&1; }
 
+# A libpq conninfo value: single-quoted, with \ and ' escaped by a
+# backslash, so a space or a quote in a setting cannot add a keyword.
+pgq() {
+    local v=${1//\\/\\\\}
+    v=${v//\'/\\\'}
+    printf "'%s'" "$v"
+}
+
+# The test role's conninfo, with `extra` keywords appended.
+pg_conninfo() {
+    printf 'host=%s port=%s dbname=%s user=%s sslmode=disable%s' \
+        "$(pgq "$PG_HOST")" "$(pgq "$PG_PORT")" "$(pgq "$PG_DB")" "$(pgq "$PG_USER")" "${1:+ $1}"
+}
+
 # Can the test role log in over TCP with its password?
 pg_login_ok() {
     PGPASSWORD=$PG_PASSWORD PGCONNECT_TIMEOUT=5 psql -X -q -w \
-        "host=$PG_HOST port=$PG_PORT dbname=$PG_DB user=$PG_USER sslmode=disable" \
+        "$(pg_conninfo)" \
         -tAc 'SELECT 1' 2>/dev/null | grep -qx 1
 }
 
@@ -230,7 +244,8 @@ moto_stop() {
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
 print_env() {
-    local dsn="host=$PG_HOST port=$PG_PORT dbname=$PG_DB user=$PG_USER password=$PG_PASSWORD sslmode=disable"
+    local dsn
+    dsn=$(pg_conninfo "password=$(pgq "$PG_PASSWORD")")
     local kv=(
         "MILLPOND_TEST_PG_DSN=$dsn"
         "MILLPOND_TEST_PG_HOST=$PG_HOST"
