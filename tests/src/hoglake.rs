@@ -43,6 +43,18 @@ impl Emulator {
         assert_eq!(status, 200, "{url}: {body}");
     }
 
+    /// The request log's entries whose path matches the regex `path`,
+    /// oldest first (`status` is set once the request was answered).
+    pub fn requests(&self, path: &str) -> Vec<serde_json::Value> {
+        let url = format!("{}/_emulator/requests?path={path}", self.root);
+        let (status, body) = crate::scrape::get(&url).expect("emulator reachable");
+        assert_eq!(status, 200, "{url}: {body}");
+        match serde_json::from_str(&body).expect("request log is JSON") {
+            serde_json::Value::Array(entries) => entries,
+            other => panic!("request log is an array: {other}"),
+        }
+    }
+
     /// Every `POST …/commit/prepared` received so far, oldest first, as the
     /// emulator's request log shows it.
     pub fn commits(&self) -> Vec<CommitRequest> {

@@ -14,6 +14,7 @@ pub mod pg_cluster;
 pub mod process;
 pub mod promql;
 pub mod proxy;
+pub mod s3_faults;
 pub mod sasl;
 pub mod sasl_proxy;
 pub mod scrape;

@@ -166,9 +166,17 @@ impl Publisher {
         {
             Ok(t) => Ok((t, ops.len() as u64)),
             Err(e) if e.class() == ErrorClass::Permanent => {
-                tracing::warn!(table = %qualified, error = %e, "hoglake: batched alter refused; {what} one at a time");
-                let mut live = table;
-                let mut applied = 0;
+                // Another writer may have made the same change since this
+                // one read the table (two pods meeting one new key): read
+                // it again and keep only the ops it still needs.
+                let mut live = self.catalog.get_table(&ns, name).await?.ok_or(e)?;
+                let ops: Vec<AlterOp> = ops.into_iter().filter(|op| !applied(&live, op)).collect();
+                if ops.is_empty() {
+                    tracing::info!(table = %qualified, "hoglake: another writer made these changes first; {what} not needed");
+                    return Ok((live, 0));
+                }
+                tracing::warn!(table = %qualified, "hoglake: batched alter refused; {what} one at a time");
+                let mut applied_here = 0;
                 for op in ops {
                     match self
                         .catalog
@@ -177,9 +185,16 @@ impl Publisher {
                     {
                         Ok(t) => {
                             live = t;
-                            applied += 1;
+                            applied_here += 1;
                         }
                         Err(e) if e.class() == ErrorClass::Permanent => {
+                            // The same race, one op later.
+                            if let Some(fresh) = self.catalog.get_table(&ns, name).await? {
+                                live = fresh;
+                                if applied(&live, &op) {
+                                    continue;
+                                }
+                            }
                             self.schema_errors += 1;
                             tracing::warn!(table = %qualified, op = ?op, error = %e,
                                 "hoglake: schema change refused by the catalog; the column keeps its live shape");
@@ -187,7 +202,7 @@ impl Publisher {
                         Err(e) => return Err(e.into()),
                     }
                 }
-                Ok((live, applied))
+                Ok((live, applied_here))
             }
             Err(e) => Err(e.into()),
         }
@@ -229,6 +244,19 @@ impl Publisher {
             )));
         }
         Ok(altered)
+    }
+}
+
+/// Whether `table` already has what `op` would change: the column added
+/// (with whatever type: values are converted to it), or promoted to at
+/// least `to`.
+fn applied(table: &Table, op: &AlterOp) -> bool {
+    let live = |name: &str| table.columns.iter().find(|c| c.name == name);
+    match op {
+        AlterOp::AddColumn { column } => live(&column.name).is_some(),
+        AlterOp::PromoteColumn { name, to } => live(name)
+            .is_some_and(|c| c.column_type == *to || promotion(c.column_type, *to).is_none()),
+        _ => false,
     }
 }
 

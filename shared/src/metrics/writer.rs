@@ -37,7 +37,7 @@ pub struct WriterMetrics {
     pub hoglake_file_rows: Histogram,
     /// VARIANT dual-write (DuckLake): payload columns stripped because they
     /// collide with a companion; flushes written again string-only after a
-    /// shredding overflow; values whose poison integers were quoted.
+    /// shredding failure; values whose poison integers were quoted.
     pub variant_companion_columns_dropped: IntCounter,
     pub variant_write_fallback: IntCounter,
     pub variant_values_coerced: IntCounter,
@@ -214,7 +214,7 @@ impl WriterMetrics {
                 registry,
                 IntCounter::new(
                     "variant_write_fallback_total",
-                    "Flushes written again without VARIANT companions after a shredding overflow",
+                    "Flushes written again without VARIANT companions after a shredding failure",
                 )
                 .unwrap(),
             ),

@@ -184,3 +184,157 @@ async fn dual_write_embedded() {
 async fn dual_write_postgres_s3() {
     dual_write(Backend::PostgresS3).await;
 }
+
+/// An object with an empty key (`{"": 1}`) is valid JSON the pre-scan has
+/// no rewrite for, and DuckDB 1.5.5 cannot shred it: written straight to
+/// Parquet (more rows than DuckLake inlines), the INSERT fails. The
+/// backstop writes the flush again without its companion: every row lands
+/// with its text as sent, the companion NULL, nothing lost, and the next
+/// clean flush fills the companion again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_that_breaks_shredding_lands_as_text_only() {
+    const ROWS: i64 = 50;
+    let lake =
+        Lake::new(Backend::Embedded, "events").with_env("MILLPOND_VARIANT_COLUMNS", "properties");
+    let writer = Writer::start(&lake);
+    let mut c = client(&writer.addr).await;
+    let props = |rows: std::ops::Range<i64>, empty_key: bool| -> Vec<String> {
+        rows.map(|i| {
+            if empty_key && i == 7 {
+                r#"{"": 1, "n": 7}"#.to_string()
+            } else {
+                format!(r#"{{"n": {i}, "$browser": "Chrome"}}"#)
+            }
+        })
+        .collect()
+    };
+    let columns = |rows: std::ops::Range<i64>, empty_key: bool| {
+        vec![
+            (
+                "id",
+                Arc::new(Int64Array::from_iter_values(rows.clone())) as ArrayRef,
+            ),
+            (
+                "properties",
+                Arc::new(StringArray::from(props(rows, empty_key))) as ArrayRef,
+            ),
+        ]
+    };
+    let ack = send(&mut c, "f1", columns(0..ROWS, true), 0).await;
+    assert_eq!(
+        (ack.rows_written, ack.dead_letters_written),
+        (ROWS as u64, 0)
+    );
+    let metric = |name: &str, labels: &[(&str, &str)]| writer.metric(name, labels);
+    assert_eq!(metric("millpond_variant_write_fallback_total", &[]), 1.0);
+    assert_eq!(
+        metric("millpond_errors_total", &[("type", "variant_write")]),
+        1.0
+    );
+    // The next flush shreds again.
+    let ack = send(&mut c, "f2", columns(ROWS..2 * ROWS, false), ROWS).await;
+    assert_eq!(
+        (ack.rows_written, ack.dead_letters_written),
+        (ROWS as u64, 0)
+    );
+    assert_eq!(metric("millpond_variant_write_fallback_total", &[]), 1.0);
+    assert_eq!(
+        metric("millpond_records_written_total", &[]),
+        2.0 * ROWS as f64
+    );
+    assert_eq!(metric("millpond_dead_letters_total", &[]), 0.0);
+    writer.stop();
+
+    // Every row once, its text exactly as sent.
+    let sent: Vec<String> = props(0..ROWS, true)
+        .into_iter()
+        .chain(props(ROWS..2 * ROWS, false))
+        .enumerate()
+        .map(|(i, p)| format!("{i}|{p}"))
+        .collect();
+    assert_eq!(
+        lake.query("SELECT id, properties FROM lake.main.events ORDER BY id"),
+        sent
+    );
+    // The fallen-back flush has no companion values; the clean one has all.
+    assert_eq!(
+        lake.query(&format!(
+            "SELECT id < {ROWS}, count(*), count(properties_variant), count(properties_variant.\"$browser\") \
+             FROM lake.main.events GROUP BY ALL ORDER BY ALL"
+        )),
+        [format!("false|{ROWS}|{ROWS}|{ROWS}"), format!("true|{ROWS}|0|0")]
+    );
+}
+
+/// A `{source}_variant` column the table already holds as VARCHAR (written
+/// by a writer without MILLPOND_VARIANT_COLUMNS): DuckLake cannot alter it
+/// to VARIANT, so the source is left out of dual-write, counted once per
+/// flush on `errors_total{type="schema"}`. The text column lands, the old
+/// column keeps its values and type, and no value is a dead letter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_companion_that_is_already_not_variant_leaves_the_text_to_land() {
+    let lake = Lake::new(Backend::Embedded, "events");
+    let plain = Writer::start(&lake);
+    let mut c = client(&plain.addr).await;
+    let ack = send(
+        &mut c,
+        "f1",
+        vec![
+            ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+            (
+                "properties_variant",
+                Arc::new(StringArray::from(vec!["kept"])) as ArrayRef,
+            ),
+        ],
+        0,
+    )
+    .await;
+    assert_eq!((ack.rows_written, ack.dead_letters_written), (1, 0));
+    plain.stop();
+
+    let writer = Writer::start_with(&lake, &[("MILLPOND_VARIANT_COLUMNS", "properties")]);
+    let mut c = client(&writer.addr).await;
+    let props = [r#"{"$browser": "Chrome"}"#, r#"{"$browser": "Firefox"}"#];
+    for (i, first) in [(0, 1), (1, 3)] {
+        let ack = send(
+            &mut c,
+            &format!("g{i}"),
+            vec![
+                (
+                    "id",
+                    Arc::new(Int64Array::from(vec![first + 1, first + 2])) as ArrayRef,
+                ),
+                (
+                    "properties",
+                    Arc::new(StringArray::from(props.to_vec())) as ArrayRef,
+                ),
+            ],
+            first,
+        )
+        .await;
+        assert_eq!((ack.rows_written, ack.dead_letters_written), (2, 0));
+    }
+    let metric = |name: &str, labels: &[(&str, &str)]| writer.metric(name, labels);
+    assert_eq!(
+        metric("millpond_errors_total", &[("type", "schema")]),
+        2.0,
+        "one per flush that left the source out"
+    );
+    assert_eq!(metric("millpond_variant_write_fallback_total", &[]), 0.0);
+    assert_eq!(metric("millpond_dead_letters_total", &[]), 0.0);
+    assert_eq!(metric("millpond_records_written_total", &[]), 4.0);
+    writer.stop();
+
+    let types: std::collections::HashMap<String, String> = lake.columns().into_iter().collect();
+    assert_eq!(types["properties_variant"], "VARCHAR");
+    assert_eq!(
+        lake.query("SELECT id, properties, properties_variant FROM lake.main.events ORDER BY id"),
+        [
+            "1|NULL|kept".to_string(),
+            format!("2|{}|NULL", props[0]),
+            format!("3|{}|NULL", props[1]),
+            format!("4|{}|NULL", props[0]),
+            format!("5|{}|NULL", props[1]),
+        ]
+    );
+}

@@ -221,8 +221,36 @@ pub fn scan_only(dw: &DualWrite) -> Vec<String> {
         .collect()
 }
 
-/// Whether a failed INSERT is the shredding overflow dual-write can fall
-/// back from (a string-only retry); nothing else is absorbed.
-pub fn is_overflow(message: &str) -> bool {
+/// Whether a failed INSERT is a shredding failure dual-write can fall back
+/// from (a string-only retry); nothing else is absorbed. DuckDB 1.5.5
+/// fails shredding two ways on values the pre-scan does not rewrite:
+/// - an integer overflowing its shredded type ("… out of range for the
+///   destination type INT64");
+/// - an object with an empty key (`{"": 1}`), for which it builds a
+///   shredded type it cannot parse back ("Could not parse type string
+///   'STRUCT(metadata BLOB, "value" BLOB, typed_value …)'").
+///
+/// The message is matched after its quoted literals were masked
+/// (`millpond_shared::redact`), so by its class phrase alone: no other
+/// statement of the INSERT parses a type from text.
+pub fn is_shredding_failure(message: &str) -> bool {
     message.contains("out of range for the destination type")
+        || message.contains("Could not parse type string")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_shredding_failure;
+
+    #[test]
+    fn only_shredding_failures_are_absorbed() {
+        assert!(is_shredding_failure("Invalid Input Error: Type UINT64 with value 9223372036854775809 can't be cast because the value is out of range for the destination type INT64"));
+        assert!(is_shredding_failure(
+            r#"Invalid Input Error: Could not parse type string 'STRUCT(metadata BLOB, "value" BLOB, typed_value STRUCT(STRUCT("value" BLOB, typed_value BIGINT)))'"#
+        ));
+        assert!(is_shredding_failure(
+            "Invalid Input Error: Could not parse type string '***'"
+        ));
+        assert!(!is_shredding_failure("IO Error: connection refused"));
+    }
 }

@@ -199,7 +199,7 @@ fn strip_collisions(lake: &Lake, flush: &Flush, shaped: &mut Shaped) -> Result<(
 
 /// Stages the shaped rows and the dead letters as views and runs the
 /// flush's transaction: the rows written. When VARIANT
-/// shredding overflows, the flush is written again without companions.
+/// shredding fails, the flush is written again without companions.
 fn insert(
     lake: &mut Lake,
     flush: &Flush,
@@ -234,12 +234,13 @@ fn insert(
         dead_letters: views.dead_letters_sql(lake),
     }
     .run(lake);
-    if matches!(&committed, Err(f) if !dual.companions.is_empty() && dual_write::is_overflow(&f.error.message))
+    if matches!(&committed, Err(f) if !dual.companions.is_empty() && dual_write::is_shredding_failure(&f.error.message))
     {
-        // The backstop: a value the scan could not reach overflowed while
-        // shredding. The same flush again, text columns only.
+        // The backstop: a value the scan could not reach broke shredding
+        // (dual_write::is_shredding_failure). The same flush again, text
+        // columns only.
         let e = committed.as_ref().err().map(|f| f.error.message.clone());
-        tracing::error!(flush_id = %flush.id, error = ?e, "VARIANT shredding overflowed; writing this flush without its companions");
+        tracing::error!(flush_id = %flush.id, error = ?e, "VARIANT shredding failed; writing this flush without its companions");
         lake.metrics.variant_write_fallback.inc();
         lake.metrics
             .errors

@@ -124,8 +124,13 @@ impl Transaction<'_> {
             let error = lake_error(&lake.cfg.lake, &e);
             // The outcome may be unknown: read the offsets again next time.
             lake.caches.known.forget();
-            // Maybe another owner's claim (the fence): claim again.
-            lake.fence.forget(&flush.ranges);
+            // Maybe another owner's claim (the fence): claim again. Not
+            // when the rows' own statement failed: nothing of the fence was
+            // touched and the lease is still this writer's (the VARIANT
+            // fallback writes the flush again at once, under it).
+            if at != Step::Rows {
+                lake.fence.forget(&flush.ranges);
+            }
             return Err(Failed { error, at });
         }
         lake.caches.known.committed(&flush.ranges);

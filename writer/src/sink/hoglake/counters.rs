@@ -1,7 +1,9 @@
 //! The publisher's counters on the writer's metrics: each publish adds
 //! what the publisher counted since the last one (orphans, schema changes,
 //! 409 refusals), and a published commit its files and rows.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+
+use millpond_hoglake::schema::ColumnType;
 
 use millpond_hoglake::publish::{PublishReceipt, Publisher};
 use millpond_shared::metrics::{error_type, skip_reason, WriterMetrics};
@@ -18,6 +20,19 @@ pub struct Counters {
     schema_counted: (u64, u64, u64),
     /// The publisher's 409 commit refusals already counted.
     conflicts_counted: u64,
+    /// uuid rewrites already logged: (column, live type).
+    uuid_rewrites: HashSet<(String, ColumnType)>,
+}
+
+/// A column of a flush whose values were brought to their live type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conversion {
+    pub column: String,
+    pub live: ColumnType,
+    /// Values that did not convert exactly (NULL and dead letters).
+    pub lost: usize,
+    /// uuid sent as text into a live uuid column, or the other way.
+    pub uuid_rewrite: bool,
 }
 
 impl Counters {
@@ -30,6 +45,7 @@ impl Counters {
             orphans_counted: Default::default(),
             schema_counted: (0, 0, 0),
             conflicts_counted: 0,
+            uuid_rewrites: HashSet::new(),
         }
     }
 
@@ -91,6 +107,31 @@ impl Counters {
             .with_label_values(&[error_type::SCHEMA])
             .inc_by(now.2.saturating_sub(errors));
         self.schema_counted = now;
+    }
+
+    /// A published flush's conversions, counted as DuckLake counts them:
+    /// each uuid <-> text rewrite and each column that lost values is one
+    /// `errors_total{type="schema"}`; a rewrite is logged once per column
+    /// and direction.
+    pub fn converted(&mut self, converted: &[Conversion]) {
+        for c in converted {
+            if c.uuid_rewrite {
+                self.metrics
+                    .errors
+                    .with_label_values(&[error_type::SCHEMA])
+                    .inc();
+                if self.uuid_rewrites.insert((c.column.clone(), c.live)) {
+                    tracing::warn!(column = %c.column, live_type = %c.live,
+                        "uuid column sent one way and live the other; values are rewritten to the live type (said once per column and direction)");
+                }
+            }
+            if c.lost > 0 {
+                self.metrics
+                    .errors
+                    .with_label_values(&[error_type::SCHEMA])
+                    .inc();
+            }
+        }
     }
 
     /// Adds the publisher's new 409 commit refusals to

@@ -41,7 +41,7 @@ mod errors;
 pub mod to_live;
 
 use self::config::HoglakeConfig;
-use self::counters::Counters;
+use self::counters::{Conversion, Counters};
 pub use self::errors::kind_of;
 use self::errors::sink_error;
 
@@ -114,7 +114,7 @@ impl HoglakeSink {
         flush: &Flush,
         prepared: &mut Prepared,
         deadline: Deadline,
-    ) -> Result<(), SinkError> {
+    ) -> Result<Vec<Conversion>, SinkError> {
         let publisher = self.publisher.as_mut().expect("opened by write");
         let result = self
             .runtime
@@ -135,13 +135,28 @@ impl HoglakeSink {
             .filter(|n| file_schema.field_with_name(n).is_err())
             .collect();
         prepared.refuse(&absent, dead_letter_reason::COLUMN_REFUSED, &flush.ranges);
+        let sent = prepared.schema.clone();
         let converted = to_live::to_live(prepared, &table, &flush.ranges)
             .map_err(|e| SinkError::permanent(format!("flush {}: {e}", flush.id)))?;
         for (column, live, lost) in converted.iter().filter(|c| c.2 > 0) {
             tracing::warn!(flush_id = %flush.id, column = %column, live_type = %live, values = lost,
                 "values that do not convert exactly to the live column are NULL and dead letters (type_mismatch)");
         }
-        Ok(())
+        Ok(converted
+            .into_iter()
+            .map(|(column, live, lost)| {
+                let sent = sent
+                    .field_with_name(&column)
+                    .map(|f| f.data_type().clone())
+                    .ok();
+                Conversion {
+                    uuid_rewrite: sent.is_some_and(|t| to_live::is_uuid_rewrite(live, &t)),
+                    column,
+                    live,
+                    lost,
+                }
+            })
+            .collect())
     }
 }
 
@@ -174,7 +189,7 @@ impl Sink for HoglakeSink {
             UnsafeNames::Limited(NAME_LIMITS),
             NameCase::Sensitive,
         )?;
-        self.align(flush, &mut prepared, deadline)?;
+        let converted = self.align(flush, &mut prepared, deadline)?;
         let letters = flush.dead_letters.and(Letters::of(&prepared.dead_letters));
         let letter_batches = match (&self.cfg.dead_letter_table, letters.is_empty()) {
             (Some(_), false) => letters.rows(&flush.id).1,
@@ -193,6 +208,12 @@ impl Sink for HoglakeSink {
         self.counters.schema(publisher);
         self.counters.conflicts(publisher);
         let receipt = result.map_err(|e| sink_error(&self.cfg, &e))?;
+        if matches!(
+            receipt.outcome,
+            Outcome::Published | Outcome::Replayed | Outcome::Empty
+        ) {
+            self.counters.converted(&converted);
+        }
         let metrics = &self.counters.metrics;
         let (outcome, rows) = match receipt.outcome {
             // Replayed: this call's own lost-response send had landed; the

@@ -107,6 +107,20 @@ fn round_trip(source: &dyn Array, to: &DataType) -> (ArrayRef, Vec<usize>) {
 /// Columns whose values changed type: (name, live type, values lost).
 pub type Converted = Vec<(String, ColumnType, usize)>;
 
+/// One of the two rewrites the spec names (live uuid <- text, live text
+/// <- uuid): counted every time and logged once per column and direction,
+/// as on DuckLake.
+pub fn is_uuid_rewrite(live: ColumnType, sent: &DataType) -> bool {
+    match live {
+        ColumnType::Uuid => matches!(
+            sent,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ),
+        ColumnType::String => sent == &DataType::FixedSizeBinary(16),
+        _ => false,
+    }
+}
+
 /// Rewrites every column of `p` whose Arrow type differs from its live
 /// column's file type; values that do not convert exactly become NULL and
 /// dead letters. Columns absent from `table` are left alone.
