@@ -72,10 +72,12 @@ pub fn target(
     schema: &str,
 ) -> anyhow::Result<Target> {
     let Some(name) = table.or(default_table) else {
-        bail!("which table? give --table, or set DUCKLAKE_TABLE");
+        bail!("which table? give --table, or set DUCKLAKE_TABLE (the chart sets it for each pipeline)");
     };
     let Some(age) = older_than.or(default_age) else {
-        bail!("what retention? give --older-than (e.g. 90d), or set MILLPOND_LAKE_RETENTION");
+        bail!(
+            "what retention? give --older-than (e.g. 90d), or set MILLPOND_LAKE_RETENTION (the chart's maintenance.retention)"
+        );
     };
     let age = check_retention(age).map_err(|e| anyhow::anyhow!("--older-than: {e}"))?;
     let mut tables = lake.select_tables(Some(name), schema)?;

@@ -15,7 +15,7 @@ use chrono::{DateTime, Datelike, NaiveTime, TimeDelta, Utc};
 use millpond_proto::{AckOutcome, OffsetRange};
 use millpond_tests::flight::{client, descriptor, put};
 use millpond_tests::lake::{Backend, Lake};
-use millpond_tests::lake_cli::lake_cli;
+use millpond_tests::lake_cli::{lake_cli, lake_cli_with};
 use millpond_tests::writer::Writer;
 
 use super::one;
@@ -265,17 +265,18 @@ async fn partitions_past_the_retention_go_and_the_rest_stay(backend: Backend) {
         "every old row counted once"
     );
 
-    let again = lake_cli(
+    // The next run, as the chart's schedule runs it: the recipe, with the
+    // table and the retention from the environment (refused without one).
+    let unset = lake_cli(&lake, &["--yes", "run", "drop-partitions"]);
+    assert_eq!(unset.code, Some(1), "{unset:#?}");
+    assert!(
+        unset.stderr.contains("set MILLPOND_LAKE_RETENTION"),
+        "{unset:#?}"
+    );
+    let again = lake_cli_with(
         &lake,
-        &[
-            "drop-partitions",
-            "--table",
-            "events",
-            "--older-than",
-            "5d",
-            "--execute",
-            "--yes",
-        ],
+        &[("MILLPOND_LAKE_RETENTION", "5d")],
+        &["--yes", "run", "drop-partitions"],
     );
     let out = again.ok();
     if late > 0 {
