@@ -46,11 +46,7 @@ pub fn end_files(lake: &Lake, plan: &Plan) -> anyhow::Result<Dropped> {
         ),
     ];
     for chunk in ids.chunks(CHUNK) {
-        let list = chunk
-            .iter()
-            .map(i64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = id_list(chunk);
         for table in ["ducklake_data_file", "ducklake_delete_file"] {
             statements.push(format!(
                 "UPDATE {m}{table} SET end_snapshot = {latest} \
@@ -68,11 +64,7 @@ pub fn end_files(lake: &Lake, plan: &Plan) -> anyhow::Result<Dropped> {
     // is not counted).
     let (mut files, mut rows) = (0, 0);
     for chunk in ids.chunks(CHUNK) {
-        let list = chunk
-            .iter()
-            .map(i64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = id_list(chunk);
         for r in sql.rows(&format!(
             "SELECT data_file_id FROM {m}ducklake_data_file \
              WHERE end_snapshot = {snapshot} AND data_file_id IN ({list})"
@@ -86,4 +78,11 @@ pub fn end_files(lake: &Lake, plan: &Plan) -> anyhow::Result<Dropped> {
         files,
         rows,
     })
+}
+
+fn id_list(ids: &[i64]) -> String {
+    ids.iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -62,7 +62,24 @@ struct Putter {
     n: usize,
 }
 
+/// A writer partitioning `events` by year, month and day of `ts`.
+fn partitioned_writer(lake: &Lake) -> Writer {
+    Writer::start_with(
+        lake,
+        &[("DUCKLAKE_PARTITION_BY", "year(ts), month(ts), day(ts)")],
+    )
+}
+
 impl Putter {
+    async fn at(addr: &str, p: i32) -> Putter {
+        Putter {
+            c: client(addr).await,
+            p,
+            next: 0,
+            n: 0,
+        }
+    }
+
     async fn put(&mut self, ids: std::ops::Range<i64>, ts: Option<DateTime<Utc>>) {
         let len = (ids.end - ids.start) as usize;
         let range = OffsetRange::new("events", self.p, self.next, self.next + len as i64 - 1);
@@ -94,16 +111,8 @@ fn ts_literal(t: DateTime<Utc>) -> String {
 
 async fn partitions_past_the_retention_go_and_the_rest_stay(backend: Backend) {
     let lake = Lake::new(backend, "events");
-    let writer = Writer::start_with(
-        &lake,
-        &[("DUCKLAKE_PARTITION_BY", "year(ts), month(ts), day(ts)")],
-    );
-    let mut first = Putter {
-        c: client(&writer.addr).await,
-        p: 0,
-        next: 0,
-        n: 0,
-    };
+    let writer = partitioned_writer(&lake);
+    let mut first = Putter::at(&writer.addr, 0).await;
     // 50 rows on each of three old days and three recent ones, none near
     // the 5-day edge (a run across midnight decides the same), and 5 rows
     // without a time.
@@ -197,12 +206,7 @@ async fn partitions_past_the_retention_go_and_the_rest_stay(backend: Backend) {
     let pushing = {
         let (stop, addr) = (stop.clone(), writer.addr.clone());
         tokio::spawn(async move {
-            let mut busy = Putter {
-                c: client(&addr).await,
-                p: 1,
-                next: 0,
-                n: 0,
-            };
+            let mut busy = Putter::at(&addr, 1).await;
             let mut n = 0i64;
             while !stop.load(Ordering::Relaxed) {
                 let base = 10_000 + n * 20;
@@ -315,16 +319,8 @@ async fn partitions_past_the_retention_go_and_the_rest_stay(backend: Backend) {
 /// word: its statistics decide, and the run says so and exits 1.
 async fn a_file_whose_statistics_contradict_its_partition_is_left(backend: Backend) {
     let lake = Lake::new(backend, "events");
-    let writer = Writer::start_with(
-        &lake,
-        &[("DUCKLAKE_PARTITION_BY", "year(ts), month(ts), day(ts)")],
-    );
-    let mut p = Putter {
-        c: client(&writer.addr).await,
-        p: 0,
-        next: 0,
-        n: 0,
-    };
+    let writer = partitioned_writer(&lake);
+    let mut p = Putter::at(&writer.addr, 0).await;
     p.put(0..40, Some(noon(20))).await;
     p.put(40..100, Some(noon(1))).await;
     writer.stop();
