@@ -160,6 +160,9 @@ pub fn drop_partitions(
     ask: &Ask,
 ) -> anyhow::Result<bool> {
     if execute {
+        // A table whose partitions are not spans of time is refused before
+        // anything changes.
+        Plan::read(lake, &target.table, target.age)?;
         super::lifecycle::flush_inlined(lake, Some(std::slice::from_ref(&target.table)))?;
     }
     let plan = Plan::read(lake, &target.table, target.age)?;

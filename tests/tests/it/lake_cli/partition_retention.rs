@@ -142,6 +142,32 @@ async fn partitions_past_the_retention_go_and_the_rest_stay(backend: Backend) {
         refused.stderr.contains("main.plain is not partitioned"),
         "{refused:#?}"
     );
+    // Refused before anything changes: its inlined rows stay inlined.
+    lake.execute("INSERT INTO lake.main.plain VALUES (1), (2), (3)");
+    let refused = lake_cli(
+        &lake,
+        &[
+            "drop-partitions",
+            "--table",
+            "plain",
+            "--older-than",
+            "5d",
+            "--execute",
+            "--yes",
+        ],
+    );
+    assert_eq!(refused.code, Some(1), "{refused:#?}");
+    assert!(
+        refused.stderr.contains("main.plain is not partitioned"),
+        "{refused:#?}"
+    );
+    assert_eq!(
+        one(
+            &lake,
+            "SELECT count(*) FROM ducklake_list_files('lake', 'plain')"
+        ),
+        "0"
+    );
     let short = lake_cli(
         &lake,
         &[
