@@ -62,7 +62,8 @@ pub struct Target {
 }
 
 /// The table and retention of a command: its flags, else DUCKLAKE_TABLE and
-/// MILLPOND_LAKE_RETENTION.
+/// MILLPOND_LAKE_RETENTION (each retention already checked where it was
+/// parsed).
 pub fn target(
     lake: &Lake,
     table: Option<&str>,
@@ -79,7 +80,6 @@ pub fn target(
             "what retention? give --older-than (e.g. 90d), or set MILLPOND_LAKE_RETENTION (the chart's maintenance.retention)"
         );
     };
-    let age = check_retention(age).map_err(|e| anyhow::anyhow!("--older-than: {e}"))?;
     let mut tables = lake.select_tables(Some(name), schema)?;
     Ok(Target {
         table: tables.remove(0),

@@ -15,7 +15,7 @@ use chrono::{DateTime, Datelike, NaiveTime, TimeDelta, Utc};
 use millpond_proto::{AckOutcome, OffsetRange};
 use millpond_tests::flight::{client, descriptor, put};
 use millpond_tests::lake::{Backend, Lake};
-use millpond_tests::lake_cli::{lake_cli, lake_cli_with};
+use millpond_tests::lake_cli::{lake_cli, lake_cli_with, Run};
 use millpond_tests::writer::Writer;
 
 use super::one;
@@ -96,6 +96,13 @@ impl Putter {
     }
 }
 
+/// `millpond-lake <command> --table <table> --older-than <age> <extra>`.
+fn retention(lake: &Lake, command: &str, table: &str, age: &str, extra: &[&str]) -> Run {
+    let mut args = vec![command, "--table", table, "--older-than", age];
+    args.extend_from_slice(extra);
+    lake_cli(lake, &args)
+}
+
 fn count(lake: &Lake, filter: &str) -> i64 {
     one(
         lake,
@@ -127,40 +134,20 @@ async fn partitions_past_the_retention_go_and_the_rest_stay(backend: Backend) {
 
     let plain = "CREATE TABLE lake.main.plain (id BIGINT)";
     lake.execute(plain);
-    let refused = lake_cli(
-        &lake,
-        &[
-            "list-droppable-partitions",
-            "--table",
-            "plain",
-            "--older-than",
-            "5d",
-        ],
-    );
-    assert_eq!(refused.code, Some(1), "{refused:#?}");
-    assert!(
-        refused.stderr.contains("main.plain is not partitioned"),
-        "{refused:#?}"
-    );
-    // Refused before anything changes: its inlined rows stay inlined.
+    // Refused, and before anything changes: its inlined rows stay inlined.
     lake.execute("INSERT INTO lake.main.plain VALUES (1), (2), (3)");
-    let refused = lake_cli(
-        &lake,
-        &[
-            "drop-partitions",
-            "--table",
-            "plain",
-            "--older-than",
-            "5d",
-            "--execute",
-            "--yes",
-        ],
-    );
-    assert_eq!(refused.code, Some(1), "{refused:#?}");
-    assert!(
-        refused.stderr.contains("main.plain is not partitioned"),
-        "{refused:#?}"
-    );
+    let both: [(&str, &[&str]); 2] = [
+        ("list-droppable-partitions", &[]),
+        ("drop-partitions", &["--execute", "--yes"]),
+    ];
+    for (command, extra) in both {
+        let refused = retention(&lake, command, "plain", "5d", extra);
+        assert_eq!(refused.code, Some(1), "{refused:#?}");
+        assert!(
+            refused.stderr.contains("main.plain is not partitioned"),
+            "{refused:#?}"
+        );
+    }
     assert_eq!(
         one(
             &lake,
@@ -168,29 +155,11 @@ async fn partitions_past_the_retention_go_and_the_rest_stay(backend: Backend) {
         ),
         "0"
     );
-    let short = lake_cli(
-        &lake,
-        &[
-            "drop-partitions",
-            "--table",
-            "events",
-            "--older-than",
-            "30m",
-        ],
-    );
+    let short = retention(&lake, "drop-partitions", "events", "30m", &[]);
     assert_eq!(short.code, Some(2), "{short:#?}");
     assert!(short.stderr.contains("under 1h"), "{short:#?}");
 
-    let listed = lake_cli(
-        &lake,
-        &[
-            "list-droppable-partitions",
-            "--table",
-            "events",
-            "--older-than",
-            "5d",
-        ],
-    );
+    let listed = retention(&lake, "list-droppable-partitions", "events", "5d", &[]);
     let out = listed.ok();
     for d in old {
         let label = folder(noon(d)).trim_end_matches('/').to_owned();
@@ -212,17 +181,7 @@ async fn partitions_past_the_retention_go_and_the_rest_stay(backend: Backend) {
     );
 
     // A dry run by default.
-    let dry = lake_cli(
-        &lake,
-        &[
-            "drop-partitions",
-            "--table",
-            "events",
-            "--older-than",
-            "5d",
-            "--yes",
-        ],
-    );
+    let dry = retention(&lake, "drop-partitions", "events", "5d", &["--yes"]);
     assert!(dry.ok().contains("dry run, nothing dropped"), "{dry:#?}");
     assert_eq!(lake.count(), 305);
 
@@ -245,17 +204,12 @@ async fn partitions_past_the_retention_go_and_the_rest_stay(backend: Backend) {
         })
     };
     let dropped = tokio::task::block_in_place(|| {
-        lake_cli(
+        retention(
             &lake,
-            &[
-                "drop-partitions",
-                "--table",
-                "events",
-                "--older-than",
-                "5d",
-                "--execute",
-                "--yes",
-            ],
+            "drop-partitions",
+            "events",
+            "5d",
+            &["--execute", "--yes"],
         )
     });
     stop.store(true, Ordering::Relaxed);
@@ -366,16 +320,7 @@ async fn a_file_whose_statistics_contradict_its_partition_is_left(backend: Backe
              WHERE data_file_id = {recent} AND partition_key_index = {index}"
         ));
     }
-    let listed = lake_cli(
-        &lake,
-        &[
-            "list-droppable-partitions",
-            "--table",
-            "events",
-            "--older-than",
-            "5d",
-        ],
-    );
+    let listed = retention(&lake, "list-droppable-partitions", "events", "5d", &[]);
     assert_eq!(listed.code, Some(1), "{listed:#?}");
     assert!(
         listed
@@ -393,17 +338,12 @@ async fn a_file_whose_statistics_contradict_its_partition_is_left(backend: Backe
             .contains("droppable: 1 partitions, 1 files, 40 rows"),
         "{listed:#?}"
     );
-    let dropped = lake_cli(
+    let dropped = retention(
         &lake,
-        &[
-            "drop-partitions",
-            "--table",
-            "events",
-            "--older-than",
-            "5d",
-            "--execute",
-            "--yes",
-        ],
+        "drop-partitions",
+        "events",
+        "5d",
+        &["--execute", "--yes"],
     );
     assert_eq!(dropped.code, Some(1), "{dropped:#?}");
     assert_eq!(
