@@ -35,9 +35,10 @@ timed() {
 timed setup-system bash scripts/setup-system.sh
 timed setup-duckdb bash scripts/setup-duckdb.sh
 rm -rf "$dir" && mkdir -p "$dir"
-# The Python venv (the lake's reader) and DuckDB's extensions download while
-# cargo compiles; the demo waits for them after the build.
-(bash scripts/setup-python.sh && bash scripts/setup-extensions.sh) >"$dir/setup.log" 2>&1 &
+# The Python venv, with only the lake's reader (DuckDB), and DuckDB's
+# extensions download while cargo compiles; the demo waits for them after
+# the build.
+(bash scripts/setup-python.sh --reader && bash scripts/setup-extensions.sh) >"$dir/setup.log" 2>&1 &
 setup_pid=$!
 # Only the binaries this demo runs, resolved as the whole workspace is
 # (`--workspace`), so that scripts/test.sh later finds every crate they
@@ -79,10 +80,9 @@ elif [ "${DEMO_BROKER:-mock}" = nisshi ]; then
     timed setup-nisshi bash scripts/setup-nisshi.sh
     nisshi=${CARGO_HOME:-$HOME/.cargo}/bin/nisshi
     port=${DEMO_KAFKA_PORT:-19092}
-    echo "==> nisshi broker on 127.0.0.1:$port (sqlite storage in $dir/broker)" >&2
-    mkdir -p "$dir/broker"
-    (cd "$dir/broker" && exec "$nisshi" broker --listener-url "tcp://127.0.0.1:$port" \
-        --advertised-listener-url "tcp://127.0.0.1:$port" --storage-engine sqlite://kafka.db) >"$dir/broker.log" 2>&1 &
+    echo "==> nisshi broker on 127.0.0.1:$port (memory storage: the topic lives as long as the demo)" >&2
+    "$nisshi" broker --listener-url "tcp://127.0.0.1:$port" \
+        --advertised-listener-url "tcp://127.0.0.1:$port" --storage-engine memory://nisshi/ >"$dir/broker.log" 2>&1 &
     pids+=($!)
     wait_for 60 "$nisshi" topic list --broker "tcp://127.0.0.1:$port" ||
         millpond_die "nisshi did not answer within 60 s: $(tail -20 "$dir/broker.log")"

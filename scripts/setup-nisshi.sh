@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Installs nisshi 0.8.1, a Kafka-compatible broker in Rust, used as the
 # separate-process broker by the end-to-end tests (and by
-# DEMO_BROKER=nisshi scripts/demo.sh). Only two storages are built: SQLite
-# (the tests') and object_store's (`dynostore`: memory://, the benchmark
-# broker of scripts/bench-e2e.sh); the Postgres engine would double the build.
-# Instant once ~/.cargo/bin/nisshi is there with both.
+# DEMO_BROKER=nisshi scripts/demo.sh). Only the storage engine they run is
+# built: object_store's (`dynostore`, memory://), the tests', the demo's and
+# the benchmark brokers' (none of them restarts its broker). SQLite
+# (`libsql`) or Postgres would add their C and Rust to the build.
+# Instant once ~/.cargo/bin/nisshi is there with it.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # shellcheck source=scripts/env.sh
 . scripts/env.sh
 want=0.8.1
-features=libsql,dynostore
+features=dynostore
 bin=${CARGO_HOME:-$HOME/.cargo}/bin/nisshi
 # cargo records what it installed, features included.
 installed() {
@@ -32,7 +33,8 @@ echo "installing nisshi $want (one-time, several minutes)" >&2
 t0=$SECONDS
 # Its own target dir: nisshi's dependency features must not disturb ours.
 # opt-level 1: a test broker needs no peak speed, and the build is shorter.
-CARGO_TARGET_DIR=$MILLPOND_CACHE/nisshi-target CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
+# zstd from the system's libzstd-dev, as ours (Cargo.toml: zstd-pkg-config).
+CARGO_TARGET_DIR=$MILLPOND_CACHE/nisshi-target CARGO_PROFILE_RELEASE_OPT_LEVEL=1 ZSTD_SYS_USE_PKG_CONFIG=1 \
     cargo install nisshi --version "$want" --locked --ignore-rust-version --quiet \
     --no-default-features --features "$features"
 "$bin" --version >/dev/null

@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# Create the Python virtualenv $MILLPOND_VENV and install requirements-dev.txt.
-# Idempotent: skips pip when the stamp matches requirements-dev.txt's sha256.
+# Create the Python virtualenv $MILLPOND_VENV and install requirements-dev.txt
+# (the tests' Python tools), or with --reader only requirements-reader.txt
+# (DuckDB, the lake's reader: all the demo and the image build need; a
+# twentieth of the full install's CPU, which would otherwise compete with
+# the demo's cargo build). Idempotent: skips pip when the set's stamp
+# matches the sha256 of its files; the full set includes the reader's.
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
-req=$MILLPOND_ROOT/requirements-dev.txt
-[ -f "$req" ] || millpond_die "$req not found"
-stamp=$MILLPOND_VENV/.millpond-requirements.sha256
-want=$(sha256sum "$req" | cut -d' ' -f1)
+case "${1:-}" in
+    "") set=dev files=(requirements-reader.txt requirements-dev.txt) ;;
+    --reader) set=reader files=(requirements-reader.txt) ;;
+    *) millpond_die "usage: setup-python.sh [--reader]" ;;
+esac
+req=$MILLPOND_ROOT/${files[-1]}
+for f in "${files[@]}"; do
+    [ -f "$MILLPOND_ROOT/$f" ] || millpond_die "$MILLPOND_ROOT/$f not found"
+done
+stamp=$MILLPOND_VENV/.millpond-$set.sha256
+want=$(cd "$MILLPOND_ROOT" && cat "${files[@]}" | sha256sum | cut -d' ' -f1)
 
 if [ ! -x "$MILLPOND_VENV/bin/python" ]; then
     python=${MILLPOND_BASE_PYTHON:-python3}
@@ -32,10 +43,16 @@ if ! "$MILLPOND_VENV/bin/python" -m pip install -q --upgrade pip >"$log" 2>&1 \
     cat "$log" >&2
     millpond_die "pip install -r $req failed"
 fi
-"$MILLPOND_VENV/bin/python" - "$MILLPOND_DUCKDB_VERSION" <<'PY' || millpond_die "venv check failed"
-import sys, duckdb, pyarrow, boto3, moto, confluent_kafka, orjson, pyhoglake, yaml, helm_python, kubernetes_validate  # noqa: F401
-helm_python.helm_sdk_version()  # loads libhelm_c.so
+"$MILLPOND_VENV/bin/python" - "$MILLPOND_DUCKDB_VERSION" "$set" <<'PY' || millpond_die "venv check failed"
+import sys, duckdb
+if sys.argv[2] == "dev":
+    import pyarrow, boto3, moto, confluent_kafka, orjson, pyhoglake, yaml, helm_python, kubernetes_validate  # noqa: F401
+    helm_python.helm_sdk_version()  # loads libhelm_c.so
 if duckdb.__version__ != sys.argv[1]:
     sys.exit(f"python duckdb is {duckdb.__version__}, want {sys.argv[1]}")
 PY
 echo "$want" >"$stamp"
+# The full set holds the reader's: --reader has nothing left to do.
+if [ "$set" = dev ]; then
+    (cd "$MILLPOND_ROOT" && sha256sum <requirements-reader.txt | cut -d' ' -f1) >"$MILLPOND_VENV/.millpond-reader.sha256"
+fi

@@ -6,7 +6,7 @@ set -euo pipefail
 # shellcheck source=scripts/env.sh
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
-packages=(build-essential cmake pkg-config libssl-dev zlib1g-dev libcurl4-openssl-dev libsasl2-dev postgresql curl unzip procps openssl
+packages=(build-essential cmake pkg-config libssl-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev libsasl2-dev postgresql curl unzip procps openssl
     buildah mmdebstrap)
 
 missing=()

@@ -6,9 +6,10 @@
 #                                 (scripts/setup-python.sh, scripts/setup-duckdb.sh),
 #                                 unzip (scripts/setup-extensions.sh)
 #   install-packages.sh runtime   the runtime base: the shared libraries the binaries
-#                                 link (libssl3; glibc, libgcc, libstdc++ and zlib are
-#                                 in debian:bookworm-slim already), CA certificates,
-#                                 curl for the HEALTHCHECK; and the user millpond
+#                                 link (libssl3 and libzstd1; glibc, libgcc, libstdc++
+#                                 and zlib are in debian:bookworm-slim already, and
+#                                 so is libzstd1, for dpkg), CA certificates, curl
+#                                 for the HEALTHCHECK; and the user millpond
 #                                 (uid 10001, home /home/millpond)
 #
 # Standalone (no scripts/env.sh): the runtime stage has only this folder.
@@ -22,8 +23,8 @@ die() {
 user=millpond
 uid=10001
 case "${1:-}" in
-    build) packages=(cmake pkg-config libssl-dev zlib1g-dev libcurl4-openssl-dev libsasl2-dev python3-venv unzip npm) ;;
-    runtime) packages=(ca-certificates libssl3 curl) ;;
+    build) packages=(cmake pkg-config libssl-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev libsasl2-dev python3-venv unzip npm) ;;
+    runtime) packages=(ca-certificates libssl3 libzstd1 curl) ;;
     *) die "usage: install-packages.sh build|runtime" ;;
 esac
 

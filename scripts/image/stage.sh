@@ -8,7 +8,8 @@
 #                    /opt/duckdb-extensions/v<ver>/<platform>/<name>.duckdb_extension,
 #                    exactly the extensions of writer/duckdb-extensions.txt for
 #                    the pinned DuckDB (scripts/setup-extensions.sh, which
-#                    needs the venv: scripts/setup-python.sh makes it first)
+#                    needs the reader's venv: scripts/setup-python.sh
+#                    --reader makes it first)
 #
 # What each image must then hold is checked in the built image
 # (scripts/image/check-built.sh).
@@ -26,7 +27,7 @@ for image in ingest writer-ducklake writer-hoglake; do
     install -D -m 0755 scripts/image/millpond-healthcheck "$root/$image/usr/local/bin/millpond-healthcheck"
 done
 
-bash scripts/setup-python.sh
+bash scripts/setup-python.sh --reader
 bash scripts/setup-duckdb.sh
 bash scripts/setup-extensions.sh
 dest=$root/writer-ducklake

@@ -24,7 +24,8 @@ fn nisshi_bin() -> String {
 }
 
 impl Nisshi {
-    /// A broker with sqlite storage in a temp dir (survives its restarts).
+    /// A broker with memory storage (no test restarts it), logging into a
+    /// temp dir.
     pub fn start() -> Nisshi {
         Self::start_on(free_port(), None)
     }
@@ -50,7 +51,7 @@ impl Nisshi {
                 "--advertised-listener-url",
                 &advertised,
             ])
-            .args(["--storage-engine", "sqlite://kafka.db"])
+            .args(["--storage-engine", "memory://nisshi/"])
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log))
             .spawn()
