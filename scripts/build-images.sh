@@ -38,15 +38,7 @@ for target in "${TARGETS[@]}"; do
     bh rmi "localhost/millpond-$target" >/dev/null 2>&1 || true
 done
 bh rmi --prune >/dev/null 2>&1 || true
-# The runtime base (on a new machine, a minute or more of downloading
-# Debian's packages) is made while the binaries compile; nothing else
-# touches the image storage meanwhile.
-logs=$MILLPOND_IMAGES_HOME/logs
-mkdir -p "$logs"
-ensure_base_images >"$logs/base.log" 2>&1 &
-base_pid=$!
-# A failed build leaves no mmdebstrap behind.
-trap '[ -z "${base_pid:-}" ] || { pkill -P "$base_pid"; kill "$base_pid"; } 2>/dev/null || true' EXIT
+ensure_base_images
 
 stage=$MILLPOND_IMAGES_HOME/stage
 rm -rf "$stage"
@@ -54,15 +46,12 @@ t=$SECONDS
 bash scripts/image/build-binaries.sh "$stage"
 bash scripts/image/stage.sh "$stage"
 echo "images: binaries built and staged in $stage in $((SECONDS - t)) s" >&2
-base_rc=0
-wait "$base_pid" || base_rc=$?
-base_pid=
-cat "$logs/base.log" >&2
-[ "$base_rc" -eq 0 ] || millpond_die "making the runtime base image failed (exit $base_rc; log: $logs/base.log)"
 
 # --format docker: an OCI image has no HEALTHCHECK.
 bud_args=(--pull=never --isolation chroot --layers --format docker -f deploy/docker/Dockerfile
     --build-arg BINARIES=prebuilt --build-context "staged=$stage")
+logs=$MILLPOND_IMAGES_HOME/logs
+mkdir -p "$logs"
 for target in "${TARGETS[@]}"; do
     t=$SECONDS
     log=$logs/$target.log
