@@ -18,8 +18,10 @@ req=$MILLPOND_ROOT/${files[-1]}
 for f in "${files[@]}"; do
     [ -f "$MILLPOND_ROOT/$f" ] || millpond_die "$MILLPOND_ROOT/$f not found"
 done
+# The stamp of a set: the sha256 of its requirement files.
+stamp_of() { (cd "$MILLPOND_ROOT" && cat "$@" | sha256sum | cut -d' ' -f1); }
 stamp=$MILLPOND_VENV/.millpond-$set.sha256
-want=$(cd "$MILLPOND_ROOT" && cat "${files[@]}" | sha256sum | cut -d' ' -f1)
+want=$(stamp_of "${files[@]}")
 
 if [ ! -x "$MILLPOND_VENV/bin/python" ]; then
     python=${MILLPOND_BASE_PYTHON:-python3}
@@ -54,5 +56,5 @@ PY
 echo "$want" >"$stamp"
 # The full set holds the reader's: --reader has nothing left to do.
 if [ "$set" = dev ]; then
-    (cd "$MILLPOND_ROOT" && sha256sum <requirements-reader.txt | cut -d' ' -f1) >"$MILLPOND_VENV/.millpond-reader.sha256"
+    stamp_of requirements-reader.txt >"$MILLPOND_VENV/.millpond-reader.sha256"
 fi
