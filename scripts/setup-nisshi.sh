@@ -33,8 +33,11 @@ echo "installing nisshi $want (one-time, several minutes)" >&2
 t0=$SECONDS
 # Its own target dir: nisshi's dependency features must not disturb ours.
 # opt-level 1: a test broker needs no peak speed, and the build is shorter.
+# One codegen unit per crate, as our dependencies (Cargo.toml says why):
+# less CPU in all, taken from the build that runs beside it.
 # zstd from the system's libzstd-dev, as ours (Cargo.toml: zstd-pkg-config).
-CARGO_TARGET_DIR=$MILLPOND_CACHE/nisshi-target CARGO_PROFILE_RELEASE_OPT_LEVEL=1 ZSTD_SYS_USE_PKG_CONFIG=1 \
+CARGO_TARGET_DIR=$MILLPOND_CACHE/nisshi-target CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
+    CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 ZSTD_SYS_USE_PKG_CONFIG=1 \
     cargo install nisshi --version "$want" --locked --ignore-rust-version --quiet \
     --no-default-features --features "$features"
 "$bin" --version >/dev/null
