@@ -10,7 +10,7 @@
 #   DEMO_DIR      state folder, wiped at start (default $MILLPOND_STATE/demo)
 #   DEMO_BROKER   mock (default): the project's own millpond-mock-broker
 #                 (librdkafka's mock cluster, nothing to install); nisshi: a
-#                 separate Kafka-compatible broker (one-time ~8 min install)
+#                 separate Kafka-compatible broker (one-time ~7 min install)
 #   KAFKA_BOOTSTRAP_SERVERS  use this existing broker instead of starting one;
 #                 the events go to KAFKA_TOPIC (default events), which must
 #                 exist or be auto-created; DEMO_EVENTS=0 produces none
